@@ -1,0 +1,36 @@
+"""Incremental decoding with a KV cache: prefill a batch of prompts, then one token per call.
+
+The sampling strategy (temperature, top-p, stopping) lives outside the model; these two functions
+are the narrow interface it uses. Rows may sit at different positions: each carries its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from model.transformer import Decoder, KVCache
+
+
+def prefill(model: Decoder, params: Any, prompts: jax.Array, lengths: jax.Array,
+            cache: KVCache) -> tuple[jax.Array, KVCache]:
+  """prompts [B, P] right-padded, lengths [B] -> (logits [B, V] after each prompt's last token, cache).
+
+  Padding slots beyond a row's length are written too, but a later token at position p only sees
+  slots <= p, and the decode step at position `length` overwrites the first of them before use.
+  """
+  batch, length = prompts.shape
+  positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
+  logits, cache = model.apply({"params": params}, prompts, positions=positions, cache=cache)
+  last = jnp.take_along_axis(logits, (lengths - 1)[:, None, None], axis=1)[:, 0]
+  return last, cache
+
+
+def decode_step(model: Decoder, params: Any, tokens: jax.Array, positions: jax.Array,
+                cache: KVCache) -> tuple[jax.Array, KVCache]:
+  """tokens [B] at positions [B] (each row's own) -> (next-token logits [B, V], cache)."""
+  logits, cache = model.apply({"params": params}, tokens[:, None], positions=positions[:, None],
+                              cache=cache)
+  return logits[:, 0], cache

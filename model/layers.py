@@ -1,0 +1,134 @@
+"""The building blocks of the decoder: norm, rotary embedding, multi-query attention, SwiGLU MLP.
+
+Every parameter carries logical axis names (`nn.with_logical_partitioning`) and the main activations
+carry logical sharding constraints; model/sharding.py maps those names to mesh axes. No layer sees a
+mesh. Shapes: B batch, T query length, S key length, D d_model, H query heads, K head_dim, F d_ff.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+Dtype = Any
+
+
+def kernel_init(fan_in_axes: tuple[int, ...] = (0,)):
+  """PaLM initialisation: N(0, 1/sqrt(fan_in)) for every dense kernel."""
+  return nn.initializers.variance_scaling(1.0, "fan_in", "normal", in_axis=fan_in_axes, out_axis=-1)
+
+
+def constrain(x: Array, axes: tuple[str | None, ...]) -> Array:
+  """Logical sharding constraint on an activation; a no-op outside a mesh."""
+  return nn.with_logical_constraint(x, axes)
+
+
+class LayerNorm(nn.Module):
+  """LayerNorm with a scale and no bias (PaLM: no biases in dense layers or layer norms)."""
+
+  eps: float
+  dtype: Dtype
+  param_dtype: Dtype
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, ("norm",)),
+                       (x.shape[-1],), self.param_dtype)
+    x32 = x.astype(jnp.float32)  # statistics in f32 even under bf16 compute
+    mean = jnp.mean(x32, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
+    y = (x32 - mean) * jax.lax.rsqrt(var + self.eps)
+    return (y * scale.astype(jnp.float32)).astype(self.dtype)
+
+
+def rotary_embedding(x: Array, positions: Array, max_wavelength: float) -> Array:
+  """RoPE (Su et al. 2021), rotate-half form.
+
+  x: [B, T, ..., K] with K even; positions: [B, T] integer positions of each token in its document.
+  """
+  half = x.shape[-1] // 2
+  freq = max_wavelength ** (-jnp.arange(half, dtype=jnp.float32) / half)  # [K/2]
+  angle = positions.astype(jnp.float32)[..., None] * freq  # [B, T, K/2]
+  angle = angle.reshape(angle.shape[:2] + (1,) * (x.ndim - 3) + (half,))  # broadcast over heads
+  sin, cos = jnp.sin(angle), jnp.cos(angle)
+  x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+  return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+
+
+class MultiQueryAttention(nn.Module):
+  """H query heads sharing one key/value head (Shazeer 2019; PaLM §2), with RoPE.
+
+  Without a cache, keys and values come from x itself and `mask` is [B, T, T]. With a cache (a dict
+  with `k`, `v` of shape [B, S, K]) the new keys and values are written at `positions` and the
+  queries attend over all S slots under `mask` [B, T, S]; the updated cache is returned.
+  """
+
+  num_heads: int
+  head_dim: int
+  rope_max_wavelength: float
+  dtype: Dtype
+  param_dtype: Dtype
+
+  @nn.compact
+  def __call__(self, x: Array, positions: Array, mask: Array,
+               cache: dict[str, Array] | None = None) -> tuple[Array, dict[str, Array] | None]:
+    d_model = x.shape[-1]
+    h, k_dim = self.num_heads, self.head_dim
+
+    def proj(name, shape, axes, fan_in_axes=(0,)):
+      return self.param(name, nn.with_logical_partitioning(kernel_init(fan_in_axes), axes),
+                        shape, self.param_dtype).astype(self.dtype)
+
+    w_q = proj("query", (d_model, h, k_dim), ("embed", "heads", "head_dim"))
+    w_k = proj("key", (d_model, k_dim), ("embed", "head_dim"))
+    w_v = proj("value", (d_model, k_dim), ("embed", "head_dim"))
+    w_o = proj("out", (h, k_dim, d_model), ("heads", "head_dim", "embed"), fan_in_axes=(0, 1))
+
+    q = jnp.einsum("btd,dhk->bthk", x, w_q)
+    q = constrain(q, ("act_batch", "act_length", "act_heads", None))
+    k = jnp.einsum("btd,dk->btk", x, w_k)
+    v = jnp.einsum("btd,dk->btk", x, w_v)
+    q = rotary_embedding(q, positions, self.rope_max_wavelength)
+    k = rotary_embedding(k, positions, self.rope_max_wavelength)
+
+    if cache is not None:
+      # Scatter this call's keys/values into each row's own slots: rows may sit at different positions.
+      rows = jnp.arange(x.shape[0])[:, None]
+      cache = {"k": cache["k"].at[rows, positions].set(k.astype(cache["k"].dtype)),
+               "v": cache["v"].at[rows, positions].set(v.astype(cache["v"].dtype))}
+      k, v = cache["k"].astype(self.dtype), cache["v"].astype(self.dtype)
+
+    # All H query heads of a token share one K/V head: one [B, T*H, K] x [B, K, S] product.
+    scores = jnp.einsum("bthk,bsk->bhts", q, k).astype(jnp.float32) * (k_dim ** -0.5)
+    scores = jnp.where(mask[:, None, :, :], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
+    out = jnp.einsum("bhts,bsk->bthk", probs, v)
+    out = constrain(out, ("act_batch", "act_length", "act_heads", None))
+    return jnp.einsum("bthk,hkd->btd", out, w_o), cache
+
+
+class SwiGLU(nn.Module):
+  """MLP(x) = W_down (silu(x W_gate) * (x W_up)) (Shazeer 2020; PaLM §2)."""
+
+  d_ff: int
+  dtype: Dtype
+  param_dtype: Dtype
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    d_model = x.shape[-1]
+
+    def proj(name, shape, axes):
+      return self.param(name, nn.with_logical_partitioning(kernel_init(), axes),
+                        shape, self.param_dtype).astype(self.dtype)
+
+    w_gate = proj("gate", (d_model, self.d_ff), ("embed", "mlp"))
+    w_up = proj("up", (d_model, self.d_ff), ("embed", "mlp"))
+    w_down = proj("down", (self.d_ff, d_model), ("mlp", "embed"))
+    hidden = jax.nn.silu(x @ w_gate) * (x @ w_up)
+    hidden = constrain(hidden, ("act_batch", "act_length", "act_mlp"))
+    return hidden @ w_down

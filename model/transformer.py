@@ -1,0 +1,118 @@
+"""The PaLM-style decoder: parallel blocks scanned over layers, shared embedding, KV cache.
+
+Inputs are the features SeqIO's DecoderFeatureConverter produces (decoder_input_tokens,
+decoder_positions, decoder_segment_ids, decoder_causal_attention). Shapes: B batch, T length,
+S cache slots, L layers, D d_model, K head_dim, V vocab.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from model.config import ModelConfig, RematPolicy
+from model.layers import LayerNorm, MultiQueryAttention, SwiGLU, constrain
+
+Array = jax.Array
+KVCache = dict[str, Array]  # {"k": [L, B, S, K], "v": [L, B, S, K]}: one K/V head per layer (MQA)
+
+
+def init_cache(config: ModelConfig, batch_size: int, max_length: int | None = None) -> KVCache:
+  """An empty KV cache: plain data that decoding functions take and return."""
+  shape = (config.num_layers, batch_size, max_length or config.max_length, config.head_dim)
+  return {"k": jnp.zeros(shape, config.dtype), "v": jnp.zeros(shape, config.dtype)}
+
+
+def attention_mask(segment_ids: Array | None, causal_attention: Array | None, length: int) -> Array:
+  """[B, T, T] (or [1, T, T]) boolean mask for training and scoring, as T5X's decoder builds it.
+
+  Causal everywhere; positions where `causal_attention` is 1 (the inputs of a prefix-LM example, per
+  SeqIO's convention) also see each other bidirectionally; packed segments never see each other.
+  """
+  idx = jnp.arange(length)
+  mask = (idx[:, None] >= idx[None, :])[None]
+  if causal_attention is not None:
+    prefix = causal_attention.astype(bool)
+    mask = mask | (prefix[:, :, None] & prefix[:, None, :])
+  if segment_ids is not None:
+    mask = mask & (segment_ids[:, :, None] == segment_ids[:, None, :])
+  return mask
+
+
+def cache_mask(positions: Array, num_slots: int) -> Array:
+  """[B, T, S] mask for cached decoding: a query at position p sees cache slots 0..p of its row."""
+  return jnp.arange(num_slots)[None, None, :] <= positions[:, :, None]
+
+
+class ParallelBlock(nn.Module):
+  """y = x + Attn(LN(x)) + MLP(LN(x)) with one shared LayerNorm (PaLM §2, parallel layers)."""
+
+  config: ModelConfig
+
+  @nn.compact
+  def __call__(self, x: Array, positions: Array, mask: Array,
+               cache: KVCache | None) -> tuple[Array, KVCache | None]:
+    cfg = self.config
+    h = LayerNorm(cfg.norm_eps, cfg.dtype, cfg.param_dtype, name="norm")(x)
+    attn, cache = MultiQueryAttention(cfg.num_heads, cfg.head_dim, cfg.rope_max_wavelength,
+                                      cfg.dtype, cfg.param_dtype, name="attention")(h, positions, mask, cache)
+    mlp = SwiGLU(cfg.d_ff, cfg.dtype, cfg.param_dtype, name="mlp")(h)
+    x = constrain(x + attn + mlp, ("act_batch", "act_length", "act_embed"))
+    return x, cache
+
+
+_REMAT_POLICIES = {
+    RematPolicy.DOTS: jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    RematPolicy.FULL: jax.checkpoint_policies.nothing_saveable,
+}
+
+
+class Decoder(nn.Module):
+  """Token ids in, logits out; optionally reads and writes a KV cache."""
+
+  config: ModelConfig
+
+  def setup(self):
+    cfg = self.config
+    self.embedding = self.param(
+        "embedding", nn.with_logical_partitioning(nn.initializers.normal(1.0), ("vocab", "embed")),
+        (cfg.vocab_size, cfg.d_model), cfg.param_dtype)  # PaLM: N(0, 1), shared with the output layer
+    block = ParallelBlock
+    if cfg.remat is not RematPolicy.NONE:
+      block = nn.remat(block, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
+    # One compiled layer body applied L times: compile time independent of depth.
+    self.layers = nn.scan(
+        block, variable_axes={"params": 0}, split_rngs={"params": True},
+        in_axes=(nn.broadcast, nn.broadcast, 0), length=cfg.num_layers,
+        metadata_params={nn.PARTITION_NAME: "layers"})(cfg, name="layers")
+    self.final_norm = LayerNorm(cfg.norm_eps, cfg.dtype, cfg.param_dtype)
+
+  def __call__(self, tokens: Array, positions: Array | None = None, segment_ids: Array | None = None,
+               causal_attention: Array | None = None,
+               cache: KVCache | None = None) -> tuple[Array, KVCache | None]:
+    """tokens [B, T] -> (logits [B, T, V] in f32, updated cache or None).
+
+    Without a cache: a training / scoring pass over packed rows (positions default to 0..T-1).
+    With a cache: `positions` [B, T] are each token's absolute position in its row; keys and values
+    are written there and each query sees its row's slots up to its own position (prefill is a call
+    with the prompts, right-padded; each decode step is a call with T = 1).
+    """
+    cfg = self.config
+    batch, length = tokens.shape
+    if positions is None:
+      positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
+    if cache is None:
+      mask = attention_mask(segment_ids, causal_attention, length)
+    else:
+      mask = cache_mask(positions, cache["k"].shape[2])
+    x = jnp.take(self.embedding, tokens, axis=0).astype(cfg.dtype)
+    x = constrain(x, ("act_batch", "act_length", "act_embed"))
+    x, cache = self.layers(x, positions, mask, cache)
+    x = self.final_norm(x)
+    # Shared embedding as the output layer, scaled by 1/sqrt(d_model) (PaLM §2).
+    # f32 accumulation and output: the softmax over 64k logits needs it even under bf16 compute.
+    logits = jnp.einsum("btd,vd->btv", x, self.embedding.astype(cfg.dtype),
+                        preferred_element_type=jnp.float32) * (cfg.d_model ** -0.5)
+    logits = constrain(logits, ("act_batch", "act_length", "act_vocab"))
+    return logits, cache

@@ -1,0 +1,64 @@
+"""The pure training step: features in, new state and metrics out. No I/O, no host round trips."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from model.loss import cross_entropy_with_z_loss
+from model.transformer import Decoder
+
+Batch = Mapping[str, jax.Array]  # SeqIO DecoderFeatureConverter features, each [B, T]
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+
+def init_params(model: Decoder, rng: jax.Array, batch_size: int = 1, length: int = 8) -> Any:
+  """Boxed (nn.LogicallyPartitioned) parameters; use under jax.eval_shape to allocate nothing."""
+  tokens = jnp.zeros((batch_size, length), jnp.int32)
+  return model.init(rng, tokens)["params"]
+
+
+def init_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax.Array) -> TrainState:
+  params = nn.unbox(init_params(model, rng))
+  return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params))
+
+
+def logits_for_batch(model: Decoder, params: Any, batch: Batch) -> jax.Array:
+  logits, _ = model.apply({"params": params}, batch["decoder_input_tokens"],
+                          positions=batch.get("decoder_positions"),
+                          segment_ids=batch.get("decoder_segment_ids"),
+                          causal_attention=batch.get("decoder_causal_attention"))
+  return logits
+
+
+def loss_and_grads(model: Decoder, params: Any, batch: Batch, z_loss: float):
+  """Mean loss over weighted target tokens, its gradients, and the raw sums for logging."""
+
+  def mean_loss(p):
+    sums = cross_entropy_with_z_loss(logits_for_batch(model, p, batch), batch["decoder_target_tokens"],
+                                     batch["decoder_loss_weights"], z_loss)
+    return sums.loss / jnp.maximum(sums.weight, 1.0), sums
+
+  (loss, sums), grads = jax.value_and_grad(mean_loss, has_aux=True)(params)
+  return loss, sums, grads
+
+
+def train_step(state: TrainState, batch: Batch, *, model: Decoder,
+               optimizer: optax.GradientTransformation, z_loss: float = 1e-4) -> tuple[TrainState, dict]:
+  loss, sums, grads = loss_and_grads(model, state.params, batch, z_loss)
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  metrics = {"loss": loss, "z_loss": sums.z_loss / jnp.maximum(sums.weight, 1.0),
+             "target_tokens": sums.weight, "grad_norm": optax.tree.norm(grads)}
+  return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
