@@ -88,27 +88,34 @@ class MultiQueryAttention(nn.Module):
     w_v = proj("value", (d_model, k_dim), ("embed", "head_dim"))
     w_o = proj("out", (h, k_dim, d_model), ("heads", "head_dim", "embed"), fan_in_axes=(0, 1))
 
-    q = jnp.einsum("btd,dhk->bthk", x, w_q)
+    # Projections on [B*T, D] rows: XLA:CPU runs the weight-gradient products of 2-D matmuls far
+    # faster than those of [B, T, D] einsums (no transposes; measured 1.6x on the MLP backward).
+    batch, length = x.shape[:2]
+    rows = x.reshape(batch * length, d_model)
+    q = (rows @ w_q.reshape(d_model, h * k_dim)).reshape(batch, length, h, k_dim)
     q = constrain(q, ("act_batch", "act_length", "act_heads", None))
-    k = jnp.einsum("btd,dk->btk", x, w_k)
-    v = jnp.einsum("btd,dk->btk", x, w_v)
+    k = (rows @ w_k).reshape(batch, length, k_dim)
+    v = (rows @ w_v).reshape(batch, length, k_dim)
     q = rotary_embedding(q, positions, self.rope_max_wavelength)
     k = rotary_embedding(k, positions, self.rope_max_wavelength)
 
     if cache is not None:
       # Scatter this call's keys/values into each row's own slots: rows may sit at different positions.
-      rows = jnp.arange(x.shape[0])[:, None]
-      cache = {"k": cache["k"].at[rows, positions].set(k.astype(cache["k"].dtype)),
-               "v": cache["v"].at[rows, positions].set(v.astype(cache["v"].dtype))}
+      row = jnp.arange(batch)[:, None]
+      cache = {"k": cache["k"].at[row, positions].set(k.astype(cache["k"].dtype)),
+               "v": cache["v"].at[row, positions].set(v.astype(cache["v"].dtype))}
       k, v = cache["k"].astype(self.dtype), cache["v"].astype(self.dtype)
 
-    # All H query heads of a token share one K/V head: one [B, T*H, K] x [B, K, S] product.
-    scores = jnp.einsum("bthk,bsk->bhts", q, k).astype(jnp.float32) * (k_dim ** -0.5)
-    scores = jnp.where(mask[:, None, :, :], scores, jnp.finfo(jnp.float32).min)
+    # All H query heads of a token share one K/V head, so queries fold into rows: one
+    # [B, T*H, K] x [B, K, S] product, scores laid out [B, T, H, S] with no transposes.
+    scores = jnp.einsum("bmk,bsk->bms", q.reshape(batch, length * h, k_dim), k)
+    scores = scores.reshape(batch, length, h, -1).astype(jnp.float32) * (k_dim ** -0.5)
+    scores = jnp.where(mask[:, :, None, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
-    out = jnp.einsum("bhts,bsk->bthk", probs, v)
-    out = constrain(out, ("act_batch", "act_length", "act_heads", None))
-    return jnp.einsum("bthk,hkd->btd", out, w_o), cache
+    out = jnp.einsum("bms,bsk->bmk", probs.reshape(batch, length * h, -1), v)
+    out = constrain(out.reshape(batch, length, h, k_dim), ("act_batch", "act_length", "act_heads", None))
+    out = out.reshape(batch * length, h * k_dim) @ w_o.reshape(h * k_dim, d_model)
+    return out.reshape(batch, length, d_model), cache
 
 
 class SwiGLU(nn.Module):
@@ -129,6 +136,7 @@ class SwiGLU(nn.Module):
     w_gate = proj("gate", (d_model, self.d_ff), ("embed", "mlp"))
     w_up = proj("up", (d_model, self.d_ff), ("embed", "mlp"))
     w_down = proj("down", (self.d_ff, d_model), ("mlp", "embed"))
-    hidden = jax.nn.silu(x @ w_gate) * (x @ w_up)
-    hidden = constrain(hidden, ("act_batch", "act_length", "act_mlp"))
-    return hidden @ w_down
+    rows = x.reshape(-1, d_model)  # [B*T, D]: see MultiQueryAttention on 2-D matmuls
+    hidden = jax.nn.silu(rows @ w_gate) * (rows @ w_up)
+    hidden = constrain(hidden.reshape(x.shape[:-1] + (self.d_ff,)), ("act_batch", "act_length", "act_mlp"))
+    return (hidden.reshape(-1, self.d_ff) @ w_down).reshape(x.shape)

@@ -20,9 +20,15 @@ def model_and_params():
   return model, nn.unbox(init_params(model, jax.random.key(0)))
 
 
+@jax.jit
+def _logits(params, tokens, features):
+  return Decoder(CFG).apply({"params": params}, tokens, **features)[0]
+
+
 def forward(model, params, tokens, **features):
-  return model.apply({"params": params}, jnp.asarray(tokens)[None] if np.ndim(tokens) == 1 else tokens,
-                     **features)[0]
+  assert model.config == CFG
+  tokens = jnp.asarray(tokens)[None] if np.ndim(tokens) == 1 else jnp.asarray(tokens)
+  return _logits(params, tokens, {k: jnp.asarray(v) for k, v in features.items()})
 
 
 def test_every_parameter_has_logical_axes():
