@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
 from model import sharding  # noqa: E402
-from model.config import RematPolicy, SIZES, get_config  # noqa: E402
+from model.config import AttentionKernel, RematPolicy, SIZES, get_config  # noqa: E402
 from model.summary import flops_per_token  # noqa: E402
 from model.transformer import Decoder  # noqa: E402
 from training.optimizer import adafactor  # noqa: E402
@@ -56,12 +56,14 @@ def synthetic_batch(batch: int, seq: int, vocab: int, documents_per_row: int = 4
   """A packed batch shaped like SeqIO's DecoderFeatureConverter output: several documents a row."""
   rng = np.random.default_rng(0)
   tokens = rng.integers(3, vocab, (batch, seq), dtype=np.int32)
-  doc_len = -(-seq // documents_per_row)
-  index = np.arange(seq)
-  return {"decoder_input_tokens": tokens, "decoder_target_tokens": np.roll(tokens, -1, 1),
-          "decoder_loss_weights": np.ones((batch, seq), np.float32),
-          "decoder_segment_ids": np.broadcast_to(index // doc_len + 1, (batch, seq)).astype(np.int32),
-          "decoder_positions": np.broadcast_to(index % doc_len, (batch, seq)).astype(np.int32)}
+  features = {"decoder_input_tokens": tokens, "decoder_target_tokens": np.roll(tokens, -1, 1),
+              "decoder_loss_weights": np.ones((batch, seq), np.float32)}
+  if documents_per_row > 1:
+    doc_len = -(-seq // documents_per_row)
+    index = np.arange(seq)
+    features["decoder_segment_ids"] = np.broadcast_to(index // doc_len + 1, (batch, seq)).astype(np.int32)
+    features["decoder_positions"] = np.broadcast_to(index % doc_len, (batch, seq)).astype(np.int32)
+  return features
 
 
 def main(argv=None) -> dict:
@@ -72,6 +74,10 @@ def main(argv=None) -> dict:
   parser.add_argument("--steps", type=int, default=5, help="timed steps after two warm-up steps")
   parser.add_argument("--dtype", default=None, help="compute dtype (default: the size's, e.g. bf16 for 1b)")
   parser.add_argument("--remat", default=None, choices=[p.value for p in RematPolicy])
+  parser.add_argument("--attention", default=None, choices=[k.value for k in AttentionKernel],
+                      help="training attention kernel (cudnn: NVIDIA GPUs only)")
+  parser.add_argument("--documents_per_row", type=int, default=4,
+                      help="packed documents per row; 1 gives unpacked rows (plain causal mask)")
   parser.add_argument("--mesh", default="-1,1,1", help="data,fsdp,tensor over all local devices")
   parser.add_argument("--matmul_n", type=int, default=None, help="ceiling matmul size (default 2048 CPU, 8192 GPU)")
   parser.add_argument("--output", default=None, help="JSON path (default bench/results/train_step_SIZE_PLATFORM.json)")
@@ -82,6 +88,8 @@ def main(argv=None) -> dict:
     overrides["dtype"] = args.dtype
   if args.remat:
     overrides["remat"] = args.remat
+  if args.attention:
+    overrides["attention_kernel"] = args.attention
   config = get_config(args.size, max_length=args.seq, **overrides)
   backend = jax.default_backend()
   matmul_n = args.matmul_n or (2048 if backend == "cpu" else 8192)
@@ -101,7 +109,7 @@ def main(argv=None) -> dict:
 
   with sharding.activation_sharding(mesh):
     state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=state_shardings)()
-    batch = jax.device_put(synthetic_batch(args.batch, args.seq, config.vocab_size), batch_sharding)
+    batch = jax.device_put(synthetic_batch(args.batch, args.seq, config.vocab_size, args.documents_per_row), batch_sharding)
     step = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer),
                    in_shardings=(state_shardings, batch_sharding), out_shardings=(state_shardings, None),
                    donate_argnums=0)
@@ -124,7 +132,8 @@ def main(argv=None) -> dict:
   model_flops = flops_per_token(config, args.seq) * tokens_per_s
   result = {
       "size": args.size, "seq": args.seq, "batch": args.batch, "dtype": str(config.dtype),
-      "remat": config.remat.value, "params": config.num_params, "backend": backend,
+      "remat": config.remat.value, "attention_kernel": config.attention_kernel.value,
+      "documents_per_row": args.documents_per_row, "params": config.num_params, "backend": backend,
       "device_kind": jax.devices()[0].device_kind, "devices": jax.device_count(),
       "host": platform.node(), "step_seconds": step_s, "step_seconds_all": times,
       "first_step_seconds_incl_compile": compile_s, "tokens_per_second": tokens_per_s,

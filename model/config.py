@@ -22,6 +22,13 @@ class RematPolicy(enum.Enum):
   FULL = "full"  # keep only the layer inputs: least memory, one extra forward pass
 
 
+class AttentionKernel(enum.Enum):
+  """How training-time attention is computed (cached decoding always uses the XLA form)."""
+
+  XLA = "xla"  # portable: materialises [B, T, H, S] scores
+  CUDNN = "cudnn"  # fused flash attention via jax.nn.dot_product_attention (NVIDIA GPUs only)
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """A PaLM-style decoder. All sizes are explicit; nothing is derived from strings at call time."""
@@ -38,12 +45,14 @@ class ModelConfig:
   dtype: Any = jnp.float32  # compute dtype (activations, matmul inputs)
   param_dtype: Any = jnp.float32  # storage dtype of the parameters
   remat: RematPolicy = RematPolicy.NONE
+  attention_kernel: AttentionKernel = AttentionKernel.XLA
 
   def __post_init__(self):
     # Normalise dtype spellings ("bfloat16", jnp.bfloat16, np.dtype) so configs compare and hash equal.
     object.__setattr__(self, "dtype", jnp.dtype(self.dtype))
     object.__setattr__(self, "param_dtype", jnp.dtype(self.param_dtype))
     object.__setattr__(self, "remat", RematPolicy(self.remat))
+    object.__setattr__(self, "attention_kernel", AttentionKernel(self.attention_kernel))
     for name in ("vocab_size", "d_model", "num_layers", "num_heads", "head_dim", "d_ff", "max_length"):
       if getattr(self, name) <= 0:
         raise ValueError(f"ModelConfig.{name} must be positive, got {getattr(self, name)}")

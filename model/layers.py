@@ -13,6 +13,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from model.config import AttentionKernel
+
 Array = jax.Array
 Dtype = Any
 
@@ -45,6 +47,12 @@ class LayerNorm(nn.Module):
     return (y * scale.astype(jnp.float32)).astype(self.dtype)
 
 
+def causal_mask(length: int) -> Array:
+  """[1, T, T]: position t sees positions <= t."""
+  idx = jnp.arange(length)
+  return (idx[:, None] >= idx[None, :])[None]
+
+
 def rotary_embedding(x: Array, positions: Array, max_wavelength: float) -> Array:
   """RoPE (Su et al. 2021), rotate-half form.
 
@@ -62,7 +70,8 @@ def rotary_embedding(x: Array, positions: Array, max_wavelength: float) -> Array
 class MultiQueryAttention(nn.Module):
   """H query heads sharing one key/value head (Shazeer 2019; PaLM §2), with RoPE.
 
-  Without a cache, keys and values come from x itself and `mask` is [B, T, T]. With a cache (a dict
+  Without a cache, keys and values come from x itself and `mask` is [B, T, T], or None for plain
+  causal attention (which lets the cuDNN kernel skip the masked half). With a cache (a dict
   with `k`, `v` of shape [B, S, K]) the new keys and values are written at `positions` and the
   queries attend over all S slots under `mask` [B, T, S]; the updated cache is returned.
   """
@@ -72,9 +81,10 @@ class MultiQueryAttention(nn.Module):
   rope_max_wavelength: float
   dtype: Dtype
   param_dtype: Dtype
+  kernel: AttentionKernel = AttentionKernel.XLA
 
   @nn.compact
-  def __call__(self, x: Array, positions: Array, mask: Array,
+  def __call__(self, x: Array, positions: Array, mask: Array | None,
                cache: dict[str, Array] | None = None) -> tuple[Array, dict[str, Array] | None]:
     d_model = x.shape[-1]
     h, k_dim = self.num_heads, self.head_dim
@@ -106,6 +116,19 @@ class MultiQueryAttention(nn.Module):
                "v": cache["v"].at[row, positions].set(v.astype(cache["v"].dtype))}
       k, v = cache["k"].astype(self.dtype), cache["v"].astype(self.dtype)
 
+    if cache is None and self.kernel is AttentionKernel.CUDNN:
+      out = jax.nn.dot_product_attention(
+          q, k[:, :, None, :], v[:, :, None, :], mask=None if mask is None else mask[:, None],
+          is_causal=mask is None, implementation="cudnn")
+    else:
+      out = self._attend(q, k, v, causal_mask(length) if mask is None else mask)
+    out = constrain(out, ("act_batch", "act_length", "act_heads", None))
+    out = out.reshape(batch * length, h * k_dim) @ w_o.reshape(h * k_dim, d_model)
+    return out.reshape(batch, length, d_model), cache
+
+  def _attend(self, q: Array, k: Array, v: Array, mask: Array) -> Array:
+    """q [B, T, H, K], k and v [B, S, K], mask [B or 1, T, S] -> [B, T, H, K]."""
+    batch, length, h, k_dim = q.shape
     # All H query heads of a token share one K/V head, so queries fold into rows: one
     # [B, T*H, K] x [B, K, S] product, scores laid out [B, T, H, S] with no transposes.
     scores = jnp.einsum("bmk,bsk->bms", q.reshape(batch, length * h, k_dim), k)
@@ -113,9 +136,7 @@ class MultiQueryAttention(nn.Module):
     scores = jnp.where(mask[:, :, None, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
     out = jnp.einsum("bms,bsk->bmk", probs.reshape(batch, length * h, -1), v)
-    out = constrain(out.reshape(batch, length, h, k_dim), ("act_batch", "act_length", "act_heads", None))
-    out = out.reshape(batch * length, h * k_dim) @ w_o.reshape(h * k_dim, d_model)
-    return out.reshape(batch, length, d_model), cache
+    return out.reshape(batch, length, h, k_dim)
 
 
 class SwiGLU(nn.Module):

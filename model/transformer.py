@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from model.config import ModelConfig, RematPolicy
-from model.layers import LayerNorm, MultiQueryAttention, SwiGLU, constrain
+from model.layers import LayerNorm, MultiQueryAttention, SwiGLU, causal_mask, constrain
 
 Array = jax.Array
 KVCache = dict[str, Array]  # {"k": [L, B, S, K], "v": [L, B, S, K]}: one K/V head per layer (MQA)
@@ -30,8 +30,7 @@ def attention_mask(segment_ids: Array | None, causal_attention: Array | None, le
   Causal everywhere; positions where `causal_attention` is 1 (the inputs of a prefix-LM example, per
   SeqIO's convention) also see each other bidirectionally; packed segments never see each other.
   """
-  idx = jnp.arange(length)
-  mask = (idx[:, None] >= idx[None, :])[None]
+  mask = causal_mask(length)
   if causal_attention is not None:
     prefix = causal_attention.astype(bool)
     mask = mask | (prefix[:, :, None] & prefix[:, None, :])
@@ -51,12 +50,13 @@ class ParallelBlock(nn.Module):
   config: ModelConfig
 
   @nn.compact
-  def __call__(self, x: Array, positions: Array, mask: Array,
+  def __call__(self, x: Array, positions: Array, mask: Array | None,
                cache: KVCache | None) -> tuple[Array, KVCache | None]:
     cfg = self.config
     h = LayerNorm(cfg.norm_eps, cfg.dtype, cfg.param_dtype, name="norm")(x)
-    attn, cache = MultiQueryAttention(cfg.num_heads, cfg.head_dim, cfg.rope_max_wavelength,
-                                      cfg.dtype, cfg.param_dtype, name="attention")(h, positions, mask, cache)
+    attn, cache = MultiQueryAttention(cfg.num_heads, cfg.head_dim, cfg.rope_max_wavelength, cfg.dtype,
+                                      cfg.param_dtype, cfg.attention_kernel, name="attention")(
+                                          h, positions, mask, cache)
     mlp = SwiGLU(cfg.d_ff, cfg.dtype, cfg.param_dtype, name="mlp")(h)
     x = constrain(x + attn + mlp, ("act_batch", "act_length", "act_embed"))
     return x, cache
@@ -102,10 +102,12 @@ class Decoder(nn.Module):
     batch, length = tokens.shape
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
-    if cache is None:
-      mask = attention_mask(segment_ids, causal_attention, length)
-    else:
+    if cache is not None:
       mask = cache_mask(positions, cache["k"].shape[2])
+    elif segment_ids is None and causal_attention is None:
+      mask = None  # plain causal: built inside attention, or skipped entirely by a fused kernel
+    else:
+      mask = attention_mask(segment_ids, causal_attention, length)
     x = jnp.take(self.embedding, tokens, axis=0).astype(cfg.dtype)
     x = constrain(x, ("act_batch", "act_length", "act_embed"))
     x, cache = self.layers(x, positions, mask, cache)
