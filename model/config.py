@@ -85,7 +85,7 @@ SIZES: dict[str, ModelConfig] = {
     # Unit tests: about 1M parameters, compiles in seconds.
     "tiny": ModelConfig(vocab_size=4096, d_model=128, num_layers=2, num_heads=4, head_dim=32, d_ff=512),
     # Demo and CPU ablations: a few million parameters, an 8 x 256 step well under a second on 2 cores.
-    "mini": ModelConfig(vocab_size=8192, d_model=256, num_layers=4, num_heads=4, head_dim=64, d_ff=1024),
+    "mini": ModelConfig(vocab_size=8192, d_model=192, num_layers=4, num_heads=4, head_dim=48, d_ff=768),
     # CPU benchmarks.
     "small": ModelConfig(vocab_size=16384, d_model=512, num_layers=8, num_heads=8, head_dim=64, d_ff=2048),
     # The paper's sizes (REFERENCE.md table): bf16 compute, f32 parameters.

@@ -114,7 +114,8 @@ class Decoder(nn.Module):
     x = self.final_norm(x)
     # Shared embedding as the output layer, scaled by 1/sqrt(d_model) (PaLM §2).
     # f32 accumulation and output: the softmax over 64k logits needs it even under bf16 compute.
-    logits = jnp.einsum("btd,vd->btv", x, self.embedding.astype(cfg.dtype),
+    # As 2-D [B*T, D] rows for the fast XLA:CPU weight-gradient path (see layers.py).
+    logits = jnp.einsum("md,vd->mv", x.reshape(batch * length, cfg.d_model), self.embedding.astype(cfg.dtype),
                         preferred_element_type=jnp.float32) * (cfg.d_model ** -0.5)
-    logits = constrain(logits, ("act_batch", "act_length", "act_vocab"))
+    logits = constrain(logits.reshape(batch, length, cfg.vocab_size), ("act_batch", "act_length", "act_vocab"))
     return logits, cache
