@@ -131,8 +131,9 @@ class MultiQueryAttention(nn.Module):
     batch, length, h, k_dim = q.shape
     # All H query heads of a token share one K/V head, so queries fold into rows: one
     # [B, T*H, K] x [B, K, S] product, scores laid out [B, T, H, S] with no transposes.
-    scores = jnp.einsum("bmk,bsk->bms", q.reshape(batch, length * h, k_dim), k)
-    scores = scores.reshape(batch, length, h, -1).astype(jnp.float32) * (k_dim ** -0.5)
+    scores = jnp.einsum("bmk,bsk->bms", q.reshape(batch, length * h, k_dim), k,
+                        preferred_element_type=jnp.float32)  # f32 softmax inputs under bf16 compute
+    scores = scores.reshape(batch, length, h, -1) * (k_dim ** -0.5)
     scores = jnp.where(mask[:, :, None, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
     out = jnp.einsum("bms,bsk->bmk", probs.reshape(batch, length * h, -1), v)
