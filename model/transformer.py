@@ -11,7 +11,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from model.config import ModelConfig, RematPolicy
+from model.config import AttentionKernel, ModelConfig, RematPolicy
 from model.layers import LayerNorm, MultiQueryAttention, SwiGLU, causal_mask, constrain
 
 Array = jax.Array
@@ -47,17 +47,23 @@ def cache_mask(positions: Array, num_slots: int) -> Array:
 class ParallelBlock(nn.Module):
   """y = x + Attn(LN(x)) + MLP(LN(x)) with one shared LayerNorm (PaLM §2, parallel layers)."""
 
-  config: ModelConfig
+  num_heads: int
+  head_dim: int
+  d_ff: int
+  rope_max_wavelength: float
+  norm_eps: float
+  dtype: jnp.dtype
+  param_dtype: jnp.dtype
+  attention_kernel: AttentionKernel
 
   @nn.compact
   def __call__(self, x: Array, positions: Array, mask: Array | None,
                cache: KVCache | None) -> tuple[Array, KVCache | None]:
-    cfg = self.config
-    h = LayerNorm(cfg.norm_eps, cfg.dtype, cfg.param_dtype, name="norm")(x)
-    attn, cache = MultiQueryAttention(cfg.num_heads, cfg.head_dim, cfg.rope_max_wavelength, cfg.dtype,
-                                      cfg.param_dtype, cfg.attention_kernel, name="attention")(
+    h = LayerNorm(self.norm_eps, self.dtype, self.param_dtype, name="norm")(x)
+    attn, cache = MultiQueryAttention(self.num_heads, self.head_dim, self.rope_max_wavelength, self.dtype,
+                                      self.param_dtype, self.attention_kernel, name="attention")(
                                           h, positions, mask, cache)
-    mlp = SwiGLU(cfg.d_ff, cfg.dtype, cfg.param_dtype, name="mlp")(h)
+    mlp = SwiGLU(self.d_ff, self.dtype, self.param_dtype, name="mlp")(h)
     x = constrain(x + attn + mlp, ("act_batch", "act_length", "act_embed"))
     return x, cache
 
@@ -85,7 +91,9 @@ class Decoder(nn.Module):
     self.layers = nn.scan(
         block, variable_axes={"params": 0}, split_rngs={"params": True},
         in_axes=(nn.broadcast, nn.broadcast, 0), length=cfg.num_layers,
-        metadata_params={nn.PARTITION_NAME: "layers"})(cfg, name="layers")
+        metadata_params={nn.PARTITION_NAME: "layers"})(
+            cfg.num_heads, cfg.head_dim, cfg.d_ff, cfg.rope_max_wavelength, cfg.norm_eps, cfg.dtype,
+            cfg.param_dtype, cfg.attention_kernel, name="layers")
     self.final_norm = LayerNorm(cfg.norm_eps, cfg.dtype, cfg.param_dtype)
 
   def __call__(self, tokens: Array, positions: Array | None = None, segment_ids: Array | None = None,
