@@ -1,0 +1,71 @@
+"""The 14 programming languages of the paper (Table 3): extensions, natural shares, groups, names.
+
+A file is classified by the longest matching suffix, case-insensitively (`.rs.in` before `.rs`,
+`.hs-boot` before `.hs`); a file with no matching suffix is not code for us.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+@dataclasses.dataclass(frozen=True)
+class Language:
+  name: str  # identifier used in task names, e.g. "cpp" -> task "code_cpp"
+  display_name: str  # as prompts write it: "C++", "C#", "TypeScript"
+  extensions: tuple[str, ...]
+  natural_share: float  # percent of the paper's training data (Table 3)
+  high_resource: bool  # the paper's split: the seven largest are high-resource
+
+  @property
+  def task_name(self) -> str:
+    return f"code_{self.name}"
+
+
+def _language(name, display_name, extensions, share, high):
+  return Language(name, display_name, tuple(extensions.split()), share, high)
+
+
+LANGUAGES: tuple[Language, ...] = (
+    _language("java", "Java", ".java .jav .jsh", 36.95, True),
+    _language("python", "Python", ".py .py3 .pyi .pyw .pxi", 16.80, True),
+    _language("cpp", "C++", ".cpp .c++ .cc .cp .cxx .h .h++ .hh .hpp .hxx .inl .ino .ipp .ixx .re .tcc .tpp",
+              16.68, True),
+    _language("php", "PHP", ".php .aw .ctp .fcgi .inc .php3 .php4 .php5 .phps .phpt", 14.05, True),
+    _language("typescript", "TypeScript", ".ts .cts .mts", 4.28, True),
+    _language("javascript", "JavaScript", ".js .cjs .mjs", 3.31, True),
+    _language("go", "Go", ".go", 3.09, True),
+    _language("dart", "Dart", ".dart", 1.85, False),
+    _language("lua", "Lua", ".lua", 1.39, False),
+    _language("rust", "Rust", ".rs .rs.in", 0.93, False),
+    _language("csharp", "C#", ".cs .cake .csx .linq", 0.49, False),
+    _language("r", "R", ".r .rd .rsx", 0.11, False),
+    _language("julia", "Julia", ".jl", 0.03, False),
+    _language("haskell", "Haskell", ".hs .hs-boot .hsc", 0.02, False),
+)
+
+BY_NAME: dict[str, Language] = {language.name: language for language in LANGUAGES}
+HIGH_RESOURCE: tuple[Language, ...] = tuple(l for l in LANGUAGES if l.high_resource)
+LOW_RESOURCE: tuple[Language, ...] = tuple(l for l in LANGUAGES if not l.high_resource)
+
+# Longest suffix first, so ".rs.in" wins over ".rs" (and "x.hs-boot" never reads as ".hs-boot" vs none).
+_SUFFIXES: tuple[tuple[str, Language], ...] = tuple(sorted(
+    ((ext, language) for language in LANGUAGES for ext in language.extensions),
+    key=lambda item: -len(item[0])))
+assert len({ext for ext, _ in _SUFFIXES}) == len(_SUFFIXES), "an extension belongs to two languages"
+
+
+def classify(path: str | os.PathLike) -> Language | None:
+  """The language of a file by its name, or None when no extension matches."""
+  name = os.path.basename(os.fspath(path)).lower()
+  for suffix, language in _SUFFIXES:
+    if name.endswith(suffix) and len(name) > len(suffix):
+      return language
+  return None
+
+
+def get_language(name: str) -> Language:
+  if name not in BY_NAME:
+    raise ValueError(f"unknown language {name!r}; choose one of {', '.join(BY_NAME)}")
+  return BY_NAME[name]
