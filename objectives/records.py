@@ -1,0 +1,63 @@
+"""The on-disk corpus format shared by the corpus builder, the vocabulary trainer and the SeqIO tasks.
+
+CORPUS_DIR/
+  stats.json                                   per language and split: files, bytes, characters; skips
+  {language}/{split}-{i:05d}-of-{n:05d}.tfrecord   tf.train.Example records, sorted by content hash
+
+Each record has `text` (the file's UTF-8 bytes, unchanged) and `path` (relative to its source root),
+the feature names SeqIO's TFExampleDataSource reads.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Iterator
+
+SPLITS = ("train", "validation")
+TEXT, PATH = "text", "path"
+
+
+def shard_name(language: str, split: str, index: int, num_shards: int) -> str:
+  return os.path.join(language, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
+
+
+def shard_pattern(corpus_dir: str, language: str, split: str) -> str:
+  """A glob of one language's shards of one split (what a SeqIO data source reads)."""
+  return os.path.join(corpus_dir, language, f"{split}-*-of-*.tfrecord")
+
+
+def shard_files(corpus_dir: str, language: str, split: str) -> list[str]:
+  return sorted(glob.glob(shard_pattern(corpus_dir, language, split)))
+
+
+def encode(text: str, path: str) -> bytes:
+  """One serialized tf.train.Example."""
+  import tensorflow as tf  # heavy: only where records are made
+
+  feature = {TEXT: tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")])),
+             PATH: tf.train.Feature(bytes_list=tf.train.BytesList(value=[path.encode("utf-8")]))}
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def write_shard(filename: str, records: list[bytes]) -> None:
+  """Writes serialized records to a TFRecord file atomically (a temporary name, then a rename)."""
+  import tensorflow as tf
+
+  os.makedirs(os.path.dirname(filename), exist_ok=True)
+  tmp = filename + ".tmp"
+  with tf.io.TFRecordWriter(tmp) as writer:
+    for record in records:
+      writer.write(record)
+  os.replace(tmp, filename)
+
+
+def read_texts(corpus_dir: str, language: str, split: str) -> Iterator[tuple[str, str]]:
+  """(path, text) of every file of one language and split, in shard order."""
+  import tensorflow as tf
+
+  spec = {TEXT: tf.io.FixedLenFeature([], tf.string), PATH: tf.io.FixedLenFeature([], tf.string)}
+  for filename in shard_files(corpus_dir, language, split):
+    for raw in tf.data.TFRecordDataset(filename).as_numpy_iterator():
+      example = tf.io.parse_single_example(raw, spec)
+      yield example[PATH].numpy().decode("utf-8"), example[TEXT].numpy().decode("utf-8")
