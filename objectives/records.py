@@ -37,7 +37,9 @@ def encode(text: str, path: str) -> bytes:
 
   feature = {TEXT: tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")])),
              PATH: tf.train.Feature(bytes_list=tf.train.BytesList(value=[path.encode("utf-8")]))}
-  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+  # Features are a protobuf map, written in an order that varies between processes unless sorted:
+  # `deterministic=True` makes a record's bytes depend on its content alone.
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
 def write_shard(filename: str, records: list[bytes]) -> None:

@@ -1,0 +1,492 @@
+"""Builds the code corpus: source trees in, sharded TFRecords per language and split out.
+
+  python -m objectives.corpus --source DIR [--source DIR ...] --output CORPUS_DIR \
+      [--validation_share 0.05] [--num_shards 4] [--max_file_bytes 1000000] \
+      [--max_files_per_language N] [--exclude DIR ...] [--preset local] [--runner DirectRunner] \
+      [other Beam options]
+
+The driver walks the trees (never following symlinks, so a symlink loop is harmless) and keeps the
+files whose name `languages.classify` recognises. An Apache Beam pipeline then reads them, drops
+empty / too large / binary / non-UTF-8 files and exact duplicates (by sha256 of the content),
+splits train / validation and assigns shards by the content hash, and writes each shard sorted by
+that hash (`records.write_shard`). Everything is a function of the file contents and their relative
+paths, so the same input gives byte-identical shards and stats.json on any runner.
+
+Unknown flags go to Beam's PipelineOptions unchanged (`--runner`, `--direct_num_workers`, Dataflow's
+`--project` ...). On a remote runner the workers need this package (`--setup_file`) and the output
+directory must be a file system the driver and the workers share: `records.write_shard` and the
+driver's clean-up use local file operations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import hashlib
+import json
+import os
+import posixpath
+import re
+import shutil
+import sysconfig
+from typing import Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+import tqdm
+
+from objectives import languages
+from objectives import records
+
+# Why a file was left out. Driver side: symlink, not_code, capped (over --max_files_per_language);
+# pipeline side: the rest. All are always reported, so stats.json has a fixed shape.
+SKIP_REASONS = ("symlink", "not_code", "capped", "unreadable", "empty", "too_large", "binary", "not_utf8",
+                "duplicate")
+STATS_FILE = "stats.json"
+_COUNTS_DIR = ".corpus-counts"  # the pipeline's counts, read by the driver, then removed
+_SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord(\.tmp)?$")
+_SKIPPED = "skipped"  # tag of the pipeline's skip-reason output
+
+# A file to read, as the pipeline carries it: plain tuples (picklable, no schema inference).
+#   (absolute path, relative path "label/dir/name", language name)
+SourceFile = tuple[str, str, str]
+
+LOCAL_PRESET_GLOBS = ("/usr/include", "/usr/lib/node_modules", "/usr/local/lib/node_modules",
+                      "/usr/share/javascript", "/usr/lib/go*/src", "/usr/local/go/src", "/usr/share/R",
+                      "/usr/lib/R/library", "/usr/share/lua", "~/.cargo/registry/src", "/usr/share/php",
+                      "/usr/share/dart", "/usr/share/julia", "/usr/lib/ghc*")
+LOCAL_PRESET_MAX_FILES_PER_LANGUAGE = 3000
+
+
+# ----------------------------------------------------------------------------------------------
+# Driver side: find the files.
+
+def local_preset_sources() -> tuple[list[str], list[str]]:
+  """(sources, excluded directories) already on this machine: the running Python's stdlib and
+  whichever others of LOCAL_PRESET_GLOBS exist. The stdlib's site-packages is third-party code, not
+  the standard library, and would outnumber it: excluded."""
+  stdlib = sysconfig.get_paths()["stdlib"]
+  found = [stdlib]
+  for pattern in LOCAL_PRESET_GLOBS:
+    found.extend(sorted(path for path in glob.glob(os.path.expanduser(pattern)) if os.path.isdir(path)))
+  return _unique_roots(found), [os.path.join(stdlib, name) for name in ("site-packages", "dist-packages")]
+
+
+def _unique_roots(roots: Iterable[str]) -> list[str]:
+  """Absolute, resolved, de-duplicated roots in first-seen order (a root named twice is read once)."""
+  seen: dict[str, None] = {}
+  for root in roots:
+    seen.setdefault(os.path.realpath(root), None)
+  return list(seen)
+
+
+def source_labels(roots: list[str]) -> dict[str, str]:
+  """The prefix of each root's relative paths: its basename, lengthened by parents where two clash.
+
+  "/usr/lib/go-1.22/src" and "/usr/local/go/src" become "go-1.22/src" and "go/src", so two
+  sources never yield the same relative path. Roots must be unique (see `_unique_roots`).
+  """
+  parts = {root: [p for p in root.split(os.sep) if p] or ["root"] for root in roots}
+  depth = dict.fromkeys(roots, 1)
+  while True:
+    labels = {root: "/".join(parts[root][-depth[root]:]) for root in roots}
+    by_label = collections.defaultdict(list)
+    for root, label in labels.items():
+      by_label[label].append(root)
+    clashing = [root for group in by_label.values() if len(group) > 1 for root in group]
+    if not clashing:
+      return labels
+    for root in clashing:  # a root already at full length waits: the other, longer one diverges
+      depth[root] = min(depth[root] + 1, len(parts[root]))
+
+
+def scan_tree(root: str, label: str, skipped: collections.Counter,
+              exclude: frozenset[str] = frozenset()) -> list[SourceFile]:
+  """Code files under `root`, sorted by relative path; symlinks and non-code files only counted.
+
+  Directories whose resolved path is in `exclude` are not entered (and not counted).
+  """
+  found: list[SourceFile] = []
+  stack = [root]
+  with tqdm.tqdm(desc=f"scanning {label}", unit=" files", leave=False) as progress:
+    while stack:
+      directory = stack.pop()
+      try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+      except OSError:
+        skipped["unreadable"] += 1
+        continue
+      for entry in entries:
+        # Symlinks are never followed: a link into the tree is a duplicate, one out of it is not ours,
+        # and a link to a parent would loop.
+        if entry.is_symlink():
+          skipped["symlink"] += 1
+        elif entry.is_dir(follow_symlinks=False):
+          if not exclude or os.path.realpath(entry.path) not in exclude:
+            stack.append(entry.path)
+        else:
+          progress.update(1)
+          language = languages.classify(entry.name)
+          if language is None or not entry.is_file(follow_symlinks=False):  # sockets, fifos: not code
+            skipped["not_code"] += 1
+            continue
+          relpath = posixpath.join(label, os.path.relpath(entry.path, root).replace(os.sep, "/"))
+          found.append((entry.path, relpath, language.name))
+  found.sort(key=lambda source: source[1])
+  return found
+
+
+def cap_per_language(files: list[SourceFile], max_files: int | None,
+                     skipped: collections.Counter) -> list[SourceFile]:
+  """At most `max_files` per language, chosen deterministically.
+
+  Ordered by a hash of the relative path rather than the path itself, so a cap samples across all
+  sources and directories instead of taking the alphabetically first tree (e.g. only /usr/include/a*).
+  """
+  if max_files is None:
+    return files
+  by_language: dict[str, list[SourceFile]] = collections.defaultdict(list)
+  for source in files:
+    by_language[source[2]].append(source)
+  kept: list[SourceFile] = []
+  for group in by_language.values():
+    group.sort(key=lambda source: (hashlib.sha256(source[1].encode("utf-8")).hexdigest(), source[1]))
+    kept.extend(group[:max_files])
+    skipped["capped"] += max(0, len(group) - max_files)
+  kept.sort(key=lambda source: source[1])
+  return kept
+
+
+# ----------------------------------------------------------------------------------------------
+# Pipeline side: read, de-duplicate, split, shard, write, count. DoFns are top-level (picklable).
+
+def placement(digest: str, validation_share: float, num_shards: int) -> tuple[str, int]:
+  """(split, shard index) from a sha256 hex digest; disjoint bits, so split and shard are independent."""
+  fraction = int(digest[:16], 16) / 2.0**64
+  split = "validation" if fraction < validation_share else "train"
+  return split, int(digest[16:32], 16) % num_shards
+
+
+class ReadFile(beam.DoFn):
+  """(path, relpath, language) -> (digest, relpath, language, text), or a skip reason on `skipped`."""
+
+  def __init__(self, max_file_bytes: int):
+    self._max_file_bytes = max_file_bytes
+
+  def process(self, source: SourceFile) -> Iterator:
+    path, relpath, language = source
+    try:
+      size = os.stat(path).st_size
+      if size == 0:
+        yield beam.pvalue.TaggedOutput(_SKIPPED, "empty")
+        return
+      if size > self._max_file_bytes:  # checked before reading: a huge file never enters memory
+        yield beam.pvalue.TaggedOutput(_SKIPPED, "too_large")
+        return
+      with open(path, "rb") as f:
+        data = f.read(self._max_file_bytes + 1)
+    except OSError:
+      yield beam.pvalue.TaggedOutput(_SKIPPED, "unreadable")
+      return
+    if not data:  # emptied since the stat
+      yield beam.pvalue.TaggedOutput(_SKIPPED, "empty")
+    elif len(data) > self._max_file_bytes:  # grew since the stat
+      yield beam.pvalue.TaggedOutput(_SKIPPED, "too_large")
+    elif b"\0" in data:  # text never holds NUL; compiled or generated binaries do
+      yield beam.pvalue.TaggedOutput(_SKIPPED, "binary")
+    else:
+      try:
+        text = data.decode("utf-8")
+      except UnicodeDecodeError:
+        yield beam.pvalue.TaggedOutput(_SKIPPED, "not_utf8")
+        return
+      yield hashlib.sha256(data).hexdigest(), relpath, language, text
+
+
+def key_by_digest(record: tuple) -> tuple[str, tuple]:
+  digest, relpath, language, text = record
+  return digest, (relpath, language, text)
+
+
+class KeepOne(beam.DoFn):
+  """One representative per content hash: the smallest relative path, whatever order copies arrive in."""
+
+  def process(self, element: tuple[str, Iterable[tuple]]) -> Iterator:
+    digest, copies = element
+    copies = list(copies)
+    relpath, language, text = min(copies, key=lambda copy: copy[0])
+    for _ in range(len(copies) - 1):
+      yield beam.pvalue.TaggedOutput(_SKIPPED, "duplicate")
+    yield digest, relpath, language, text
+
+
+class Place(beam.DoFn):
+  """(digest, relpath, language, text) -> ((language, split, shard), (digest, relpath, text))."""
+
+  def __init__(self, validation_share: float, num_shards: int):
+    self._validation_share = validation_share
+    self._num_shards = num_shards
+
+  def process(self, record: tuple) -> Iterator:
+    digest, relpath, language, text = record
+    split, shard = placement(digest, self._validation_share, self._num_shards)
+    yield (language, split, shard), (digest, relpath, text)
+
+
+def language_of(element: tuple) -> str:
+  return element[0][0]
+
+
+def all_shard_keys(language: str, num_shards: int) -> Iterator[tuple[tuple[str, str, int], None]]:
+  """Every shard of a language, with no record: so empty shards are written too (predictable file set)."""
+  for split in records.SPLITS:
+    for shard in range(num_shards):
+      yield (language, split, shard), None
+
+
+class WriteShard(beam.DoFn):
+  """Writes one shard, records sorted by content hash (so its bytes do not depend on arrival order)."""
+
+  def __init__(self, output: str, num_shards: int):
+    self._output = output
+    self._num_shards = num_shards
+
+  def process(self, element: tuple[tuple[str, str, int], Iterable]) -> Iterator[str]:
+    (language, split, shard), values = element
+    rows = sorted(value for value in values if value is not None)
+    filename = os.path.join(self._output, records.shard_name(language, split, shard, self._num_shards))
+    records.write_shard(filename, [records.encode(text, relpath) for _, relpath, text in rows])
+    yield filename
+
+
+def size_of(element: tuple) -> tuple[tuple[str, str], tuple[int, int, int]]:
+  """((language, split), (files, UTF-8 bytes, characters)) of one placed record."""
+  (language, split, _), (_, _, text) = element
+  return (language, split), (1, len(text.encode("utf-8")), len(text))
+
+
+def add_sizes(sizes: Iterable[tuple[int, int, int]]) -> tuple[int, int, int]:
+  files = num_bytes = characters = 0
+  for f, b, c in sizes:
+    files, num_bytes, characters = files + f, num_bytes + b, characters + c
+  return files, num_bytes, characters
+
+
+def size_line(element: tuple) -> str:
+  (language, split), (files, num_bytes, characters) = element
+  return json.dumps(["files", language, split, files, num_bytes, characters])
+
+
+def skip_line(element: tuple[str, int]) -> str:
+  reason, count = element
+  return json.dumps(["skipped", reason, count])
+
+
+def build_pipeline(pipeline: beam.Pipeline, files: list[SourceFile], output: str, counts_prefix: str,
+                   validation_share: float, num_shards: int, max_file_bytes: int) -> None:
+  """Adds the corpus transforms to `pipeline`: shards under `output`, count lines to `counts_prefix`."""
+  read = (pipeline
+          | "Files" >> beam.Create(files)
+          | "Read" >> beam.ParDo(ReadFile(max_file_bytes)).with_outputs(_SKIPPED, main="texts"))
+  unique = (read.texts
+            | "KeyByDigest" >> beam.Map(key_by_digest)
+            | "GroupCopies" >> beam.GroupByKey()
+            | "KeepOne" >> beam.ParDo(KeepOne()).with_outputs(_SKIPPED, main="unique"))
+  placed = unique.unique | "Place" >> beam.ParDo(Place(validation_share, num_shards))
+
+  empty_shards = (placed
+                  | "Language" >> beam.Map(language_of)
+                  | "Languages" >> beam.Distinct()
+                  | "AllShards" >> beam.FlatMap(all_shard_keys, num_shards))
+  _ = ((placed, empty_shards)
+       | "WithEmptyShards" >> beam.Flatten()
+       | "GroupShards" >> beam.GroupByKey()
+       | "WriteShards" >> beam.ParDo(WriteShard(output, num_shards)))
+
+  sizes = (placed
+           | "Size" >> beam.Map(size_of)
+           | "AddSizes" >> beam.CombinePerKey(add_sizes)
+           | "SizeLines" >> beam.Map(size_line))
+  skips = ((read[_SKIPPED], unique[_SKIPPED])
+           | "AllSkips" >> beam.Flatten()
+           | "CountSkips" >> beam.combiners.Count.PerElement()
+           | "SkipLines" >> beam.Map(skip_line))
+  _ = ((sizes, skips)
+       | "AllCounts" >> beam.Flatten()
+       | "WriteCounts" >> beam.io.WriteToText(counts_prefix, shard_name_template="", num_shards=1))
+
+
+# ----------------------------------------------------------------------------------------------
+# Driver side again: stats, clean-up, report.
+
+def read_counts(filename: str, skipped: collections.Counter) -> dict[str, dict[str, dict[str, int]]]:
+  """Per language and split sizes from the pipeline's count lines; adds its skips to `skipped`."""
+  sizes: dict[str, dict[str, dict[str, int]]] = {}
+  with open(filename, encoding="utf-8") as f:
+    for line in f:
+      row = json.loads(line)
+      if row[0] == "files":
+        _, language, split, files, num_bytes, characters = row
+        per_split = sizes.setdefault(language, {s: {"files": 0, "bytes": 0, "characters": 0}
+                                                for s in records.SPLITS})
+        per_split[split] = {"files": files, "bytes": num_bytes, "characters": characters}
+      else:
+        _, reason, count = row
+        skipped[reason] += count
+  return sizes
+
+
+def remove_stale_shards(output: str, expected: set[str]) -> list[str]:
+  """Deletes shard files (and leftover .tmp) that this run did not write, e.g. from another num_shards."""
+  removed = []
+  for language in languages.BY_NAME:
+    directory = os.path.join(output, language)
+    if not os.path.isdir(directory):
+      continue
+    for name in sorted(os.listdir(directory)):
+      relative = os.path.join(language, name)
+      if _SHARD_RE.match(name) and relative not in expected:
+        os.remove(os.path.join(directory, name))
+        removed.append(relative)
+    if not os.listdir(directory):
+      os.rmdir(directory)
+  return removed
+
+
+def write_json(filename: str, value: dict) -> None:
+  """Deterministic JSON (sorted keys), written atomically: stats.json marks a finished corpus."""
+  tmp = filename + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.write(json.dumps(value, sort_keys=True, indent=2) + "\n")
+  os.replace(tmp, filename)
+
+
+def format_table(stats: dict) -> str:
+  """A readable per-language summary of stats.json."""
+  header = f"{'language':<12}{'train files':>13}{'valid files':>13}{'MB':>10}{'characters':>15}"
+  lines = [header, "-" * len(header)]
+  totals = [0, 0, 0, 0]
+  for language in [l.name for l in languages.LANGUAGES if l.name in stats["languages"]]:
+    train, valid = (stats["languages"][language][split] for split in records.SPLITS)
+    row = [train["files"], valid["files"], train["bytes"] + valid["bytes"],
+           train["characters"] + valid["characters"]]
+    totals = [t + r for t, r in zip(totals, row)]
+    lines.append(f"{language:<12}{row[0]:>13,}{row[1]:>13,}{row[2] / 1e6:>10.2f}{row[3]:>15,}")
+  lines.append("-" * len(header))
+  lines.append(f"{'total':<12}{totals[0]:>13,}{totals[1]:>13,}{totals[2] / 1e6:>10.2f}{totals[3]:>15,}")
+  skipped = ", ".join(f"{reason} {count:,}" for reason, count in stats["skipped"].items() if count)
+  lines.append(f"skipped: {skipped or 'none'}")
+  return "\n".join(lines)
+
+
+def collect_files(roots: list[str], max_files_per_language: int | None, skipped: collections.Counter,
+                  exclude: Iterable[str] = ()) -> list[SourceFile]:
+  """Scans every root, applies the per-language cap, and prints what each root contributed."""
+  labels = source_labels(roots)
+  excluded = frozenset(os.path.realpath(path) for path in exclude)
+  found = {root: scan_tree(root, labels[root], skipped, excluded) for root in roots}
+  files = sorted((source for sources in found.values() for source in sources), key=lambda source: source[1])
+  kept = cap_per_language(files, max_files_per_language, skipped)
+  origin = {source[1]: root for root in roots for source in found[root]}
+  kept_per_root = collections.Counter(origin[source[1]] for source in kept)
+  for root in roots:
+    per_language = collections.Counter(language for _, _, language in found[root])
+    summary = ", ".join(f"{name} {count:,}" for name, count in per_language.most_common())
+    capped = f", {kept_per_root[root]:,} kept under the cap" if max_files_per_language is not None else ""
+    print(f"{root} -> {labels[root]}/: {len(found[root]):,} code files{capped} ({summary or 'none'})")
+  return kept
+
+
+def build_corpus(sources: list[str], output: str, validation_share: float = 0.05, num_shards: int = 4,
+                 max_file_bytes: int = 1_000_000, pipeline_args: list[str] | None = None,
+                 max_files_per_language: int | None = None, exclude: Iterable[str] = ()) -> dict:
+  """Builds the corpus under `output` and returns its stats (also written to output/stats.json)."""
+  for source in sources:
+    if not os.path.isdir(source):
+      raise FileNotFoundError(f"corpus source {source!r} does not exist or is not a directory")
+  if not 0.0 <= validation_share <= 1.0:
+    raise ValueError(f"validation_share must be in [0, 1], got {validation_share}")
+  if num_shards < 1 or max_file_bytes < 1:
+    raise ValueError(f"num_shards and max_file_bytes must be positive, got {num_shards}, {max_file_bytes}")
+  if max_files_per_language is not None and max_files_per_language < 0:
+    raise ValueError(f"max_files_per_language must be >= 0, got {max_files_per_language}")
+
+  output = os.path.abspath(output)
+  os.makedirs(output, exist_ok=True)
+  # Until the new stats.json lands, the directory is not a finished corpus.
+  if os.path.exists(os.path.join(output, STATS_FILE)):
+    os.remove(os.path.join(output, STATS_FILE))
+  skipped: collections.Counter = collections.Counter()
+  files = collect_files(_unique_roots(sources), max_files_per_language, skipped, exclude)
+  print(f"{len(files):,} code files go to the pipeline")
+
+  counts_dir = os.path.join(output, _COUNTS_DIR)
+  shutil.rmtree(counts_dir, ignore_errors=True)
+  counts_file = os.path.join(counts_dir, "counts.jsonl")
+  with beam.Pipeline(options=PipelineOptions(pipeline_args or [])) as pipeline:
+    build_pipeline(pipeline, files, output, counts_file, validation_share, num_shards, max_file_bytes)
+  sizes = read_counts(counts_file, skipped)
+  shutil.rmtree(counts_dir)
+
+  expected = {records.shard_name(language, split, shard, num_shards)
+              for language in sizes for split in records.SPLITS for shard in range(num_shards)}
+  for stale in remove_stale_shards(output, expected):
+    print(f"removed stale shard {stale}")
+  stats = {
+      "languages": sizes,
+      "skipped": {reason: skipped[reason] for reason in SKIP_REASONS},
+      "options": {"validation_share": validation_share, "num_shards": num_shards,
+                  "max_file_bytes": max_file_bytes, "max_files_per_language": max_files_per_language},
+  }
+  write_json(os.path.join(output, STATS_FILE), stats)
+  return stats
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], argparse.ArgumentParser]:
+  parser = argparse.ArgumentParser(prog="python -m objectives.corpus", description=__doc__.split("\n")[0])
+  parser.add_argument("--source", action="append", default=[], help="a source tree (repeatable)")
+  parser.add_argument("--output", required=True, help="the corpus directory to write")
+  parser.add_argument("--validation_share", type=float, default=0.05)
+  parser.add_argument("--num_shards", type=int, default=4)
+  parser.add_argument("--max_file_bytes", type=int, default=1_000_000)
+  parser.add_argument("--max_files_per_language", type=int, default=None,
+                      help=f"cap per language (default: none; {LOCAL_PRESET_MAX_FILES_PER_LANGUAGE} with "
+                           "--preset local)")
+  parser.add_argument("--exclude", action="append", default=[], help="a directory not to enter (repeatable)")
+  parser.add_argument("--preset", choices=["local"], default=None,
+                      help="local: add source trees already on this machine (stdlib, /usr/include, ...)")
+  args, pipeline_args = parser.parse_known_args(argv)
+  return args, pipeline_args, parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+  args, pipeline_args, parser = parse_args(argv)
+  for source in args.source:
+    if not os.path.isdir(source):
+      parser.error(f"--source {source} does not exist or is not a directory")
+  sources, exclude = list(args.source), list(args.exclude)
+  max_files = args.max_files_per_language
+  if args.preset == "local":
+    preset, preset_exclude = local_preset_sources()
+    print("preset local adds: " + ", ".join(preset))
+    sources += preset
+    exclude += preset_exclude
+    if max_files is None:
+      max_files = LOCAL_PRESET_MAX_FILES_PER_LANGUAGE
+  if not sources:
+    parser.error("give at least one --source DIR, or --preset local")
+  for name, value in (("--num_shards", args.num_shards), ("--max_file_bytes", args.max_file_bytes)):
+    if value < 1:
+      parser.error(f"{name} must be positive, got {value}")
+  if not 0.0 <= args.validation_share <= 1.0:
+    parser.error(f"--validation_share must be in [0, 1], got {args.validation_share}")
+  stats = build_corpus(sources, args.output, args.validation_share, args.num_shards, args.max_file_bytes,
+                       pipeline_args, max_files, exclude)
+  print(format_table(stats))
+  print(f"wrote {os.path.abspath(args.output)}")
+  return stats
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,187 @@
+"""One SeqIO Task per language over the corpus shards, and SeqIO's Beam caching pass that counts them.
+
+Each file becomes `[code]` + tokens(text) + `[eod]` (the ids are prepended and appended, so a file
+that literally contains the string "[code]" is not mistaken for the marker). Files longer than the
+sequence length are split into consecutive chunks, never truncated; the chunking runs after the
+cache placeholder, so the cache (and its token counts) holds whole files and any sequence length
+can read it.
+
+  python -m objectives.tasks --corpus CORPUS_DIR --vocab spm.model [--cache_dir DIR] [--runner ...]
+
+caches every language's train and validation split with SeqIO's own Beam transforms (DirectRunner by
+default; other Beam pipeline options pass through unchanged) and prints the per-task counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+from typing import Mapping, Sequence
+
+import seqio
+import tensorflow as tf
+
+from objectives import records
+from objectives.languages import LANGUAGES, Language
+
+CODE_TOKEN, EOD_TOKEN = "[code]", "[eod]"
+CACHE_SUBDIR = "cache"
+
+
+def default_cache_dir(corpus_dir: str) -> str:
+  return os.path.join(corpus_dir, CACHE_SUBDIR)
+
+
+def wrap_code_and_eod(dataset: tf.data.Dataset, code_id: int, eod_id: int) -> tf.data.Dataset:
+  """targets -> [code] + targets + [eod], on token ids."""
+
+  def wrap(example):
+    targets = example["targets"]
+    marker = lambda i: tf.constant([i], dtype=targets.dtype)  # noqa: E731
+    return {**example, "targets": tf.concat([marker(code_id), targets, marker(eod_id)], axis=0)}
+
+  return dataset.map(wrap, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def split_into_chunks(dataset: tf.data.Dataset, sequence_length: Mapping[str, int] | None = None,
+                      output_features=None, feature: str = "targets") -> tf.data.Dataset:
+  """Consecutive chunks of at most sequence_length[feature] tokens: every token kept exactly once.
+
+  (SeqIO would otherwise truncate a long file to the sequence length and drop the rest.)
+  """
+  del output_features
+  if not sequence_length or sequence_length.get(feature) is None:
+    return dataset
+  length = int(sequence_length[feature])
+
+  def chunk(example):
+    tokens = example[feature]
+    starts = tf.range(0, tf.size(tokens), length)
+    rows = tf.RaggedTensor.from_row_lengths(tokens, tf.minimum(length, tf.size(tokens) - starts))
+    return {feature: rows}
+
+  return dataset.map(chunk, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+
+
+def task_name(language: Language) -> str:
+  return language.task_name
+
+
+def register_tasks(corpus_dir: str, vocabulary: seqio.Vocabulary, languages: Sequence[Language] = LANGUAGES,
+                   ) -> list[str]:
+  """Registers `code_{language}` for every language with shards in corpus_dir; returns the names.
+
+  Re-registering replaces earlier definitions, so workers and tests may call this repeatedly.
+  """
+  code_id = vocabulary.tokenizer.piece_to_id(CODE_TOKEN)
+  eod_id = vocabulary.tokenizer.piece_to_id(EOD_TOKEN)
+  if code_id in (0, vocabulary.tokenizer.unk_id()) or eod_id in (0, vocabulary.tokenizer.unk_id()):
+    raise ValueError(f"vocabulary {getattr(vocabulary, 'sentencepiece_model_file', '')!r} has no "
+                     f"{CODE_TOKEN} / {EOD_TOKEN} pieces; train it with `python -m objectives.vocab`")
+  output_features = {"targets": seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32)}
+  names = []
+  for language in languages:
+    if not records.shard_files(corpus_dir, language.name, "train"):
+      continue
+    source = seqio.TFExampleDataSource(
+        split_to_filepattern={split: records.shard_pattern(corpus_dir, language.name, split)
+                              for split in records.SPLITS},
+        feature_description={records.TEXT: tf.io.FixedLenFeature([], tf.string)})
+    seqio.TaskRegistry.remove(language.task_name)
+    seqio.TaskRegistry.add(
+        language.task_name, source=source, output_features=output_features,
+        preprocessors=[
+            functools.partial(seqio.preprocessors.rekey, key_map={"targets": records.TEXT}),
+            seqio.preprocessors.tokenize,
+            functools.partial(wrap_code_and_eod, code_id=code_id, eod_id=eod_id),
+            seqio.CacheDatasetPlaceholder(),
+            split_into_chunks,
+        ])
+    names.append(language.task_name)
+  if not names:
+    raise ValueError(f"no language has training shards under {corpus_dir!r}; build it with "
+                     "`python -m objectives.corpus`")
+  return names
+
+
+def load_counts(cache_dir: str, names: Sequence[str], split: str = "train") -> dict[str, dict[str, int]]:
+  """{task: {"examples": files, "tokens": tokens incl. [code]/[eod]}} from SeqIO's cache statistics."""
+  counts = {}
+  for name in names:
+    path = seqio.get_cached_stats_path(os.path.join(cache_dir, seqio.get_task_dir_from_name(name)), split)
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"no SeqIO cache statistics at {path}; run `python -m objectives.tasks "
+                              f"--corpus CORPUS_DIR --vocab VOCAB` to cache and count the tasks")
+    with tf.io.gfile.GFile(path) as f:
+      stats = json.load(f)
+    counts[name] = {"examples": int(stats["examples"]), "tokens": int(stats["targets_tokens"])}
+  return counts
+
+
+def _register_from_paths(corpus_dir: str, vocab_path: str, extra_ids: int) -> list[str]:
+  """Picklable set-up for Beam workers: load the vocabulary and register the tasks there too."""
+  from objectives.vocab import get_vocabulary
+
+  return register_tasks(corpus_dir, get_vocabulary(vocab_path, extra_ids=extra_ids))
+
+
+def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
+                pipeline_args: Sequence[str] | None = None, extra_ids: int = 100) -> dict[str, dict]:
+  """Runs SeqIO's caching transforms (PreprocessTask -> tfrecords + info + stats) for every language
+  task and split as one Beam pipeline; returns the train-split counts."""
+  import apache_beam as beam
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from seqio import beam_utils
+
+  cache_dir = cache_dir or default_cache_dir(corpus_dir)
+  setup = functools.partial(_register_from_paths, corpus_dir, vocab_path, extra_ids)
+  names = setup()
+  with beam.Pipeline(options=PipelineOptions(list(pipeline_args or []))) as pipeline:
+    for name in names:
+      task = seqio.get_mixture_or_task(name)
+      output_dir = os.path.join(cache_dir, seqio.get_task_dir_from_name(name))
+      tf.io.gfile.makedirs(output_dir)
+      written = []
+      for split in task.splits:
+        label = f"{name}_{split}"
+        transform = beam_utils.PreprocessTask(task, split, setup_fn=setup)
+        examples = pipeline | f"{label}_preprocess" >> transform
+        num_shards = len(transform.shards)
+        written.append(examples | f"{label}_tfrecord" >> beam_utils.WriteExampleTfRecord(
+            seqio.get_cached_tfrecord_prefix(output_dir, split), num_shards=num_shards))
+        written.append(examples | f"{label}_info" >> beam_utils.GetInfo(num_shards)
+                       | f"{label}_write_info" >> beam_utils.WriteJson(seqio.get_cached_info_path(output_dir, split)))
+        written.append(examples | f"{label}_stats" >> beam_utils.GetStats(task.output_features)
+                       | f"{label}_write_stats" >> beam_utils.WriteJson(seqio.get_cached_stats_path(output_dir, split)))
+      # SeqIO reads a task's cache only once COMPLETED exists: write it after every split's outputs.
+      _ = (written | f"{name}_flatten" >> beam.Flatten() | f"{name}_nothing" >> beam.Filter(lambda _: False)
+           | f"{name}_completed" >> beam.io.textio.WriteToText(
+               os.path.join(output_dir, "COMPLETED"), num_shards=1, shard_name_template=""))
+  return load_counts(cache_dir, names)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--corpus", required=True, help="corpus directory from `python -m objectives.corpus`")
+  parser.add_argument("--vocab", required=True, help="SentencePiece model from `python -m objectives.vocab`")
+  parser.add_argument("--cache_dir", default=None, help="default: CORPUS/cache")
+  parser.add_argument("--extra_ids", type=int, default=100)
+  args, pipeline_args = parser.parse_known_args(argv)
+  for flag, path in (("--corpus", args.corpus), ("--vocab", args.vocab)):
+    if not os.path.exists(path):
+      parser.error(f"{flag} {path!r} does not exist")
+  try:
+    counts = cache_tasks(args.corpus, args.vocab, args.cache_dir, pipeline_args, args.extra_ids)
+  except (ValueError, FileNotFoundError) as e:
+    parser.error(str(e))
+  print(f"{'task':<20} {'files':>10} {'tokens':>14}")
+  for name, c in counts.items():
+    print(f"{name:<20} {c['examples']:>10,} {c['tokens']:>14,}")
+  print(f"cached in {args.cache_dir or default_cache_dir(args.corpus)}")
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,303 @@
+"""The SentencePiece vocabulary for code: trained on a language-uniform sample, exact round trip.
+
+    python -m objectives.vocab --corpus CORPUS_DIR --vocab_size 65536 --output spm.model
+
+The SentencePiece model holds `vocab_size - extra_ids` pieces; `get_vocabulary` wraps it in a
+`seqio.SentencePieceVocabulary` that appends the `extra_ids` sentinels at the top of the id space
+(T5 style: sentinel 0 is the highest id), so the model sees exactly `vocab_size` ids.
+
+Options, and why (REFERENCE.md "Vocabulary"):
+- `normalization_rule_name="identity"`, `add_dummy_prefix=False`, `remove_extra_whitespaces=False`:
+  the default NFKC rule folds tabs and newlines into spaces and collapses runs of spaces, and the
+  dummy prefix would add a leading space; code must come back byte for byte.
+- `byte_fallback=True`: a character outside the pieces becomes its UTF-8 bytes, never `<unk>`.
+- Whole files are training sentences (long ones cut into chunks of lines), so pieces may contain
+  newlines; `max_sentence_length` is raised so SentencePiece does not drop them.
+- Runs of 2..12 spaces and 1..4 tabs, and the special tokens, are `user_defined_symbols`: always
+  one piece, so 12 spaces of indentation are one id. Spaces are written as U+2581, the form they
+  take after SentencePiece's whitespace escaping; a literal " " symbol would never match. Tabs must
+  be symbols because SentencePiece 0.2.2 never learns a tab piece (observed: tab is left out of the
+  alphabet even when listed in `required_chars`), so without them every tab is a byte-fallback id. `allow_whitespace_only_pieces` stays off: with
+  it the trainer learns runs of up to `max_sentencepiece_length` spaces, past the 12 we want.
+- `split_digits=True`: numbers are read digit by digit (PaLM).
+- `pad_id=0, eos_id=1, unk_id=2, bos_id=-1`: the ids SeqIO assumes.
+
+Known limits: a literal U+2581 (▁) in the text decodes as a space (SentencePiece's whitespace
+escaping); text containing " <extra_id_N>" encodes as sentinel N (seqio adds the sentinels as
+user-defined pieces); SentencePiece skips training sentences that contain U+2585 (its UNK mark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import itertools
+import os
+from typing import Iterable, Iterator, Sequence
+
+import sentencepiece as spm
+
+from objectives import languages, records
+
+CODE_TOKEN = "[code]"
+EOD_TOKEN = "[eod]"
+MODE_TOKENS = ("[NLU]", "[NLG]", "[S2S]")  # UL2 mode tokens: regular / extreme denoising, prefix LM
+SPECIAL_TOKENS = (CODE_TOKEN, EOD_TOKEN) + MODE_TOKENS
+DEFAULT_EXTRA_IDS = 100
+MAX_SPACE_RUN, MAX_TAB_RUN = 12, 4
+_ESCAPED_SPACE = "\u2581"  # how SentencePiece writes " " inside pieces
+WHITESPACE_RUNS = (tuple(_ESCAPED_SPACE * n for n in range(2, MAX_SPACE_RUN + 1))
+                   + tuple("\t" * n for n in range(1, MAX_TAB_RUN + 1)))
+
+# 20M characters per language, 280M for all 14: a bound on the trainer's memory (it holds every
+# sentence), not a tuned value; raise it with --chars_per_language where memory allows.
+DEFAULT_CHARS_PER_LANGUAGE = 20_000_000
+# Training sentences are at most this many UTF-8 bytes: whole files up to that, longer files in
+# chunks of lines. Sentences over max_sentence_length would be silently skipped by SentencePiece.
+MAX_SENTENCE_BYTES = 1 << 15
+
+
+# ---- the training sample ----------------------------------------------------------------------
+
+
+def _sample_key(seed: int, path: str, text: str) -> bytes:
+  """A pseudo-random, seed-dependent order of files that does not depend on shard order."""
+  return hashlib.blake2b(f"{seed}\0{path}\0{text}".encode("utf-8"), digest_size=8).digest()
+
+
+def _truncate_lines(text: str, max_chars: int) -> str:
+  """The longest prefix of whole lines within max_chars (or max_chars characters if one line is longer)."""
+  if len(text) <= max_chars:
+    return text
+  cut = text.rfind("\n", 0, max_chars)
+  return text[:cut + 1] if cut >= 0 else text[:max_chars]
+
+
+def sample_language(texts: Iterable[tuple[str, str]], max_chars: int, seed: int) -> list[str]:
+  """Files of one language in a seeded random order, up to max_chars characters in all.
+
+  Equivalent to sorting every file by `_sample_key` and taking files until the budget is reached,
+  the last one cut at a line boundary, but in one streaming pass that keeps only about max_chars
+  characters in memory (a heap of the smallest keys, the largest on top).
+  """
+  heap: list[tuple[bytes, str]] = []  # (inverted key, text): heapq is a min-heap, we pop the largest key
+  total = 0
+  for path, text in texts:
+    if not text:
+      continue
+    inverted = bytes(255 - b for b in _sample_key(seed, path, text))
+    heapq.heappush(heap, (inverted, text))
+    total += len(text)
+    # The file with the largest key is not needed once the others already fill the budget.
+    while heap and total - len(heap[0][1]) >= max_chars:
+      total -= len(heapq.heappop(heap)[1])
+  ordered = [text for _, text in sorted(heap, reverse=True)]  # ascending key
+  if ordered and total > max_chars:
+    ordered[-1] = _truncate_lines(ordered[-1], len(ordered[-1]) - (total - max_chars))
+  return [text for text in ordered if text]
+
+
+def training_sample(corpus_dir: str, chars_per_language: int, seed: int) -> dict[str, list[str]]:
+  """Per language present under corpus_dir, its training sample (see `train_vocabulary`)."""
+  return {language.name: sample_language(records.read_texts(corpus_dir, language.name, "train"),
+                                         chars_per_language, seed)
+          for language in languages.LANGUAGES
+          if os.path.isdir(os.path.join(corpus_dir, language.name))}
+
+
+def _split_long_line(line: str, max_bytes: int) -> Iterator[str]:
+  # A UTF-8 character is at most 4 bytes, so max_bytes // 4 characters always fit.
+  step = max(1, max_bytes // 4)
+  for start in range(0, len(line), step):
+    yield line[start:start + step]
+
+
+def training_sentences(text: str, max_bytes: int = MAX_SENTENCE_BYTES) -> Iterator[str]:
+  """The file as one sentence, or, when longer than max_bytes, consecutive chunks of whole lines."""
+  if len(text.encode("utf-8")) <= max_bytes:
+    yield text
+    return
+  chunk: list[str] = []
+  size = 0
+  for line in text.splitlines(keepends=True):
+    pieces = [line] if len(line.encode("utf-8")) <= max_bytes else list(_split_long_line(line, max_bytes))
+    for piece in pieces:
+      piece_size = len(piece.encode("utf-8"))
+      if chunk and size + piece_size > max_bytes:
+        yield "".join(chunk)
+        chunk, size = [], 0
+      chunk.append(piece)
+      size += piece_size
+  if chunk:
+    yield "".join(chunk)
+
+
+# ---- training ---------------------------------------------------------------------------------
+
+
+def trainer_options(vocab_size: int, extra_ids: int) -> dict[str, object]:
+  """SentencePieceTrainer options; the module docstring says why each one is set."""
+  return dict(
+      model_type="unigram",
+      vocab_size=vocab_size - extra_ids,  # seqio appends the sentinels on top
+      normalization_rule_name="identity",
+      add_dummy_prefix=False,
+      remove_extra_whitespaces=False,
+      byte_fallback=True,
+      character_coverage=0.9999,  # rarer characters go to byte fallback instead of eating pieces
+      split_digits=True,
+      user_defined_symbols=list(SPECIAL_TOKENS + WHITESPACE_RUNS),
+      max_sentence_length=MAX_SENTENCE_BYTES,
+      max_sentencepiece_length=16,
+      input_sentence_size=0,  # use the whole sample: it is already the size we want
+      pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+      hard_vocab_limit=True,  # exactly vocab_size pieces, or an error we turn into advice
+  )
+
+
+def _model_prefix(output: str) -> str:
+  if not output.endswith(".model"):
+    raise ValueError(f"--output must end in .model (the .vocab is written next to it), got {output!r}")
+  return output[:-len(".model")]
+
+
+def _explain(error: RuntimeError, corpus_dir: str, vocab_size: int, extra_ids: int) -> Exception:
+  """SentencePiece's size errors as advice; anything else unchanged."""
+  sizes = f"vocab_size {vocab_size} ({vocab_size - extra_ids} SentencePiece pieces + {extra_ids} extra ids)"
+  if "Vocabulary size too high" in str(error):  # the corpus has fewer distinct pieces than asked
+    return ValueError(f"corpus {corpus_dir!r} is too small for {sizes}: use a smaller --vocab_size "
+                      f"or more data (SentencePiece: {error})")
+  if "Vocabulary size is smaller than required_chars" in str(error):  # alphabet + byte pieces do not fit
+    return ValueError(f"{sizes} cannot hold the alphabet of corpus {corpus_dir!r}, the 256 byte pieces "
+                      f"and the special symbols: use a larger --vocab_size (SentencePiece: {error})")
+  return error
+
+
+def train_vocabulary(corpus_dir: str, vocab_size: int, output: str, extra_ids: int = DEFAULT_EXTRA_IDS,
+                     chars_per_language: int = DEFAULT_CHARS_PER_LANGUAGE, seed: int = 0) -> str:
+  """Trains the code vocabulary on corpus_dir's train split and writes `output` (+ `.vocab`).
+
+  Languages are weighted uniformly, as in the paper: each language present under corpus_dir
+  contributes up to `chars_per_language` characters of whole files chosen in a seeded random order,
+  and a language with less contributes everything it has (we do not repeat small languages: copies
+  would only inflate their counts, not add new strings). The file sample depends only on the seed
+  and the corpus; SentencePiece's own randomness is seeded with the same seed.
+
+  Returns `output`. Raises ValueError naming corpus_dir when it has no training text, or when
+  SentencePiece cannot reach `vocab_size - extra_ids` pieces on it.
+  """
+  if not 0 <= extra_ids < vocab_size:
+    raise ValueError(f"need 0 <= extra_ids < vocab_size, got extra_ids={extra_ids}, vocab_size={vocab_size}")
+  if chars_per_language <= 0:
+    raise ValueError(f"chars_per_language must be positive, got {chars_per_language}")
+  prefix = _model_prefix(output)
+  sample = training_sample(corpus_dir, chars_per_language, seed)
+  if not any(sample.values()):
+    expected = records.shard_pattern(corpus_dir, "<language>", "train")
+    raise ValueError(f"no training text in corpus {corpus_dir!r}: expected shards {expected} for languages "
+                     f"among {', '.join(l.name for l in languages.LANGUAGES)}")
+  # A generator, so the chunked sentences are not a second copy of the sample in memory.
+  sentences = (s for texts in sample.values() for text in texts for s in training_sentences(text))
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  spm.set_random_generator_seed(seed)
+  try:
+    spm.SentencePieceTrainer.train(sentence_iterator=sentences, model_prefix=prefix,
+                                   **trainer_options(vocab_size, extra_ids))
+  except RuntimeError as error:
+    raise _explain(error, corpus_dir, vocab_size, extra_ids) from error
+  return output
+
+
+# ---- using the vocabulary ---------------------------------------------------------------------
+
+
+def get_vocabulary(path: str, extra_ids: int = DEFAULT_EXTRA_IDS):
+  """The seqio vocabulary: the model's pieces, then `extra_ids` sentinels (sentinel 0 the highest id)."""
+  import seqio  # heavy (TensorFlow): only where the vocabulary is used
+
+  return seqio.SentencePieceVocabulary(path, extra_ids=extra_ids)
+
+
+def special_token_ids(vocabulary) -> dict[str, int]:
+  """The id of each special token ([code], [eod], the UL2 mode tokens); each is one piece."""
+  ids = {}
+  for token in SPECIAL_TOKENS:
+    encoded = vocabulary.encode(token)
+    if len(encoded) != 1:
+      raise ValueError(f"{token!r} is not a single piece in this vocabulary: {encoded}")
+    ids[token] = encoded[0]
+  return ids
+
+
+def _texts_with_fallback(corpus_dir: str, language: str, split: str) -> tuple[str, Iterator[str]]:
+  """The texts of the split, or of train when that split is empty (a corpus without validation).
+
+  Lazy: only the first text is read to decide, so a large split is never held in memory.
+  """
+  texts = (text for _, text in records.read_texts(corpus_dir, language, split))
+  first = next(texts, None)
+  if first is None and split != "train":
+    return "train", (text for _, text in records.read_texts(corpus_dir, language, "train"))
+  return split, itertools.chain([] if first is None else [first], texts)
+
+
+def measure(vocabulary, corpus_dir: str, split: str = "validation",
+            max_bytes_per_language: int = 10_000_000) -> dict[str, tuple[str, int, int]]:
+  """Per language: (split measured, UTF-8 bytes, tokens) over up to max_bytes_per_language bytes."""
+  stats = {}
+  for language in languages.LANGUAGES:
+    if not os.path.isdir(os.path.join(corpus_dir, language.name)):
+      continue
+    used_split, texts = _texts_with_fallback(corpus_dir, language.name, split)
+    num_bytes = num_tokens = 0
+    for text in texts:
+      if num_bytes >= max_bytes_per_language:
+        break
+      num_bytes += len(text.encode("utf-8"))
+      num_tokens += len(vocabulary.encode(text))
+    if num_bytes:
+      stats[language.name] = (used_split, num_bytes, num_tokens)
+  return stats
+
+
+def tokens_per_byte(vocabulary, corpus_dir: str, split: str = "validation") -> dict[str, float]:
+  """Tokens per UTF-8 byte for each language (of `split`, or of train where `split` is empty)."""
+  stats = measure(vocabulary, corpus_dir, split)
+  return {name: tokens / num_bytes for name, (_, num_bytes, tokens) in stats.items()}
+
+
+def format_table(stats: dict[str, tuple[str, int, int]]) -> str:
+  lines = [f"{'language':<12} {'split':<10} {'bytes':>12} {'tokens':>12} {'tokens/byte':>12}"]
+  for name, (split, num_bytes, tokens) in stats.items():
+    lines.append(f"{name:<12} {split:<10} {num_bytes:>12,} {tokens:>12,} {tokens / num_bytes:>12.4f}")
+  return "\n".join(lines)
+
+
+# ---- command line -----------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(prog="python -m objectives.vocab", description=__doc__.splitlines()[0])
+  parser.add_argument("--corpus", required=True, help="corpus directory (objectives/records.py format)")
+  parser.add_argument("--vocab_size", type=int, required=True, help="ids in all, extra ids included")
+  parser.add_argument("--output", required=True, help="path of the .model (the .vocab goes next to it)")
+  parser.add_argument("--extra_ids", type=int, default=DEFAULT_EXTRA_IDS, help="sentinels seqio adds on top")
+  parser.add_argument("--chars_per_language", type=int, default=DEFAULT_CHARS_PER_LANGUAGE,
+                      help="training characters taken from each language at most")
+  parser.add_argument("--seed", type=int, default=0, help="chooses the training files")
+  return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  args = parse_args(argv)
+  output = train_vocabulary(args.corpus, args.vocab_size, args.output, extra_ids=args.extra_ids,
+                            chars_per_language=args.chars_per_language, seed=args.seed)
+  vocabulary = get_vocabulary(output, extra_ids=args.extra_ids)
+  print(f"wrote {output} ({vocabulary.vocab_size} ids: {vocabulary.vocab_size - args.extra_ids} pieces "
+        f"+ {args.extra_ids} extra ids)")
+  print(format_table(measure(vocabulary, args.corpus)))
+
+
+if __name__ == "__main__":
+  main()
