@@ -18,13 +18,21 @@ $(STAMP): pyproject.toml
 test: install
 	$(BIN)/python -m pytest -q tests
 
-# Until the data and training issues land, the demo runs what exists: the model sizes, and a short
-# training run of the `mini` model on synthetic tokens (the real UL2 pipeline replaces it).
+# The data pipeline end to end on source code already on this machine (no download), then the model.
+# Until train.py lands, the model part trains the `mini` size for a few steps on synthetic tokens.
+DEMO_CORPUS := $(DEMO_DIR)/corpus
+DEMO_VOCAB_SIZE ?= 8192
 demo: install
 	@mkdir -p $(DEMO_DIR)
+	$(BIN)/python -m objectives.corpus --preset local --output $(DEMO_CORPUS)
+	$(BIN)/python -m objectives.vocab --corpus $(DEMO_CORPUS) --vocab_size $(DEMO_VOCAB_SIZE) \
+	    --chars_per_language 2000000 --output $(DEMO_CORPUS)/spm.model
+	$(BIN)/python -m objectives.tasks --corpus $(DEMO_CORPUS) --vocab $(DEMO_CORPUS)/spm.model
+	$(BIN)/python -m objectives.mixtures --corpus $(DEMO_CORPUS) --train_steps 300 --batch_size 8 \
+	    --sequence_length 256 --plot $(DEMO_DIR)/mixtures.png
 	$(BIN)/python -m model.summary --size all
 	$(BIN)/python bench/train_step.py --size mini --seq 256 --batch 8 --steps 10 --output $(DEMO_DIR)/train_step_mini.json
-	@echo "demo figures written to $(DEMO_DIR)/"
+	@echo "demo outputs in $(DEMO_DIR)/: corpus/ (shards, stats.json, spm.model, SeqIO cache), mixtures.png"
 
 bench: install
 	$(BIN)/python bench/train_step.py --size small --seq 512 --batch 8

@@ -51,6 +51,20 @@ def register_mixtures(token_counts: Mapping[str, int], budget_tokens: float,
   return all_rates
 
 
+def register_corpus(corpus_dir: str, vocab_path: str, budget_tokens: float, cache_dir: str | None = None,
+                    ) -> dict[str, dict[str, float]]:
+  """Everything a training run needs from a corpus: the language tasks (reading SeqIO's cache where
+  it exists) and the natural / UniMax mixtures with rates from the cached token counts."""
+  from objectives.tasks import default_cache_dir, load_counts, register_tasks
+  from objectives.vocab import get_vocabulary
+
+  names = register_tasks(corpus_dir, get_vocabulary(vocab_path))
+  cache_dir = cache_dir or default_cache_dir(corpus_dir)
+  seqio.add_global_cache_dirs([cache_dir])
+  counts = {name: c["tokens"] for name, c in load_counts(cache_dir, names).items()}
+  return register_mixtures(counts, budget_tokens)
+
+
 def rates_table(token_counts: Mapping[str, int], budget_tokens: float, kinds: Sequence[str] = MIXTURE_KINDS) -> str:
   """A Markdown table: per language, tokens, then rate % and expected epochs for each mixture."""
   header = "| language | tokens | " + " | ".join(f"{k} % | {k} epochs" for k in kinds) + " |"
@@ -84,8 +98,8 @@ def plot_rates(token_counts: Mapping[str, int], budget_tokens: float, output: st
   ax.set_xticks(np.arange(len(tasks)), labels, rotation=30, ha="right")
   ax.set_yscale("log")
   ax.set_ylabel("share of training tokens (%)")
-  ax.set_title(f"Language distribution per mixture (budget {budget_tokens:,.0f} tokens)")
-  ax.legend(fontsize=8)
+  ax.set_title(f"Language distribution per mixture (budget {budget_tokens:,.0f} tokens)", pad=28)
+  ax.legend(fontsize=8, ncol=len(kinds), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
   fig.tight_layout()
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
   fig.savefig(output, dpi=120)

@@ -26,8 +26,8 @@ import tensorflow as tf
 
 from objectives import records
 from objectives.languages import LANGUAGES, Language
+from objectives.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, get_vocabulary
 
-CODE_TOKEN, EOD_TOKEN = "[code]", "[eod]"
 CACHE_SUBDIR = "cache"
 
 
@@ -123,13 +123,11 @@ def load_counts(cache_dir: str, names: Sequence[str], split: str = "train") -> d
 
 def _register_from_paths(corpus_dir: str, vocab_path: str, extra_ids: int) -> list[str]:
   """Picklable set-up for Beam workers: load the vocabulary and register the tasks there too."""
-  from objectives.vocab import get_vocabulary
-
   return register_tasks(corpus_dir, get_vocabulary(vocab_path, extra_ids=extra_ids))
 
 
 def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
-                pipeline_args: Sequence[str] | None = None, extra_ids: int = 100) -> dict[str, dict]:
+                pipeline_args: Sequence[str] | None = None, extra_ids: int = DEFAULT_EXTRA_IDS) -> dict[str, dict]:
   """Runs SeqIO's caching transforms (PreprocessTask -> tfrecords + info + stats) for every language
   task and split as one Beam pipeline; returns the train-split counts."""
   import apache_beam as beam
@@ -168,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--corpus", required=True, help="corpus directory from `python -m objectives.corpus`")
   parser.add_argument("--vocab", required=True, help="SentencePiece model from `python -m objectives.vocab`")
   parser.add_argument("--cache_dir", default=None, help="default: CORPUS/cache")
-  parser.add_argument("--extra_ids", type=int, default=100)
+  parser.add_argument("--extra_ids", type=int, default=DEFAULT_EXTRA_IDS)
   args, pipeline_args = parser.parse_known_args(argv)
   for flag, path in (("--corpus", args.corpus), ("--vocab", args.vocab)):
     if not os.path.exists(path):

@@ -153,6 +153,7 @@ def trainer_options(vocab_size: int, extra_ids: int) -> dict[str, object]:
       input_sentence_size=0,  # use the whole sample: it is already the size we want
       pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
       hard_vocab_limit=True,  # exactly vocab_size pieces, or an error we turn into advice
+      minloglevel=2,  # errors only (they raise anyway): its INFO and .vocab-format warnings bury our output
   )
 
 

@@ -81,6 +81,15 @@ def test_beam_caching_counts_files_and_tokens(corpus, tmp_path):
     assert counts[name]["tokens"] == sum(len(t) for t in _targets(name, 100_000))
   assert os.path.exists(tmp_path / "cache" / "code_go" / "COMPLETED")
 
+  # A training run registers tasks and mixtures from the corpus and reads the cache.
+  rates = mixtures.register_corpus(root, vocab_path, budget_tokens=1000, cache_dir=str(tmp_path / "cache"))
+  assert set(rates) == {mixtures.mixture_name(k) for k in mixtures.MIXTURE_KINDS}
+  assert rates["code_natural"]["code_go"] == pytest.approx(
+      counts["code_go"]["tokens"] / (counts["code_go"]["tokens"] + counts["code_python"]["tokens"]))
+  cached = seqio.get_mixture_or_task("code_go").get_dataset({"targets": 100_000}, split="train", shuffle=False,
+                                                              use_cached=True)
+  assert sorted(ex["targets"].tolist() for ex in cached.as_numpy_iterator()) == sorted(_targets("code_go", 100_000))
+
 
 def test_mixtures_register_with_rates_and_draw_a_plot(corpus, tmp_path):
   counts = {"code_python": 9000, "code_go": 1000}
