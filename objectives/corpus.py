@@ -1,4 +1,4 @@
-"""Builds the code corpus: source trees in, sharded TFRecords per language and split out.
+r"""Builds the code corpus: source trees in, sharded TFRecords per language and split out.
 
   python -m objectives.corpus --source DIR [--source DIR ...] --output CORPUS_DIR \
       [--validation_share 0.05] [--num_shards 4] [--max_file_bytes 1000000] \
@@ -13,9 +13,24 @@ that hash (`records.write_shard`). Everything is a function of the file contents
 paths, so the same input gives byte-identical shards and stats.json on any runner.
 
 Unknown flags go to Beam's PipelineOptions unchanged (`--runner`, `--direct_num_workers`, Dataflow's
-`--project` ...). On a remote runner the workers need this package (`--setup_file`) and the output
-directory must be a file system the driver and the workers share: `records.write_shard` and the
-driver's clean-up use local file operations.
+`--project` ...). Any --source, --exclude and --output may be a URL that tf.io.gfile reads (gs://,
+hdfs://, s3:// once tensorflow-io is installed, ram://); all file access, the driver's and the
+workers', goes through tf.io.gfile for those. On a remote runner (Dataflow, Flink, Spark) the workers
+cannot see the driver's disk: give URLs for --source and --output, and ship this package to the
+workers. On Dataflow, from the repository root:
+
+  pip install "apache-beam[gcp]==2.77.0" build "setuptools>=68"   # once, where you launch from
+  python -m objectives.corpus --source gs://BUCKET/crawl --output gs://BUCKET/corpus --num_shards 256 \
+      --runner DataflowRunner --project PROJECT --region REGION --temp_location gs://BUCKET/tmp \
+      --setup_file ./pyproject.toml
+
+Beam 2.77 takes a pyproject.toml as --setup_file: it builds an sdist of codelm (`python -m build
+--no-isolation --sdist`, hence `build` and setuptools >= 68 in the launching environment) and the
+workers pip install it with its dependencies. Instead, `pip wheel --no-deps -w dist .` and
+`--extra_package dist/codelm-0.1.0-py3-none-any.whl` ships the same package; a custom worker image
+(`--sdk_container_image`) with codelm installed saves each worker that install. Flink and Spark take
+the same flags with their own runner options. A shard is sorted in one worker's memory: choose
+--num_shards so that a language's share of the crawl divided by it is at most a few hundred MB.
 """
 
 from __future__ import annotations
@@ -28,12 +43,11 @@ import json
 import os
 import posixpath
 import re
-import shutil
 import sysconfig
 from typing import Iterable, Iterator
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 import tqdm
 
 from objectives import languages
@@ -44,12 +58,14 @@ from objectives import records
 SKIP_REASONS = ("symlink", "not_code", "capped", "unreadable", "empty", "too_large", "binary", "not_utf8",
                 "duplicate")
 STATS_FILE = "stats.json"
-_COUNTS_DIR = ".corpus-counts"  # the pipeline's counts, read by the driver, then removed
+# The driver's list of files for the pipeline and the pipeline's counts, read back by the driver; removed.
+_WORK_DIR = ".corpus-work"
+_MANIFEST_CHUNK = 10_000  # files per manifest file: the pipeline graph holds only their names
 _SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord(\.tmp)?$")
 _SKIPPED = "skipped"  # tag of the pipeline's skip-reason output
 
 # A file to read, as the pipeline carries it: plain tuples (picklable, no schema inference).
-#   (absolute path, relative path "label/dir/name", language name)
+#   (absolute path or URL, relative path "label/dir/name", language name)
 SourceFile = tuple[str, str, str]
 
 LOCAL_PRESET_GLOBS = ("/usr/include", "/usr/lib/node_modules", "/usr/local/lib/node_modules",
@@ -57,6 +73,36 @@ LOCAL_PRESET_GLOBS = ("/usr/include", "/usr/lib/node_modules", "/usr/local/lib/n
                       "/usr/lib/R/library", "/usr/share/lua", "~/.cargo/registry/src", "/usr/share/php",
                       "/usr/share/dart", "/usr/share/julia", "/usr/lib/ghc*")
 LOCAL_PRESET_MAX_FILES_PER_LANGUAGE = 3000
+
+
+# ----------------------------------------------------------------------------------------------
+# Paths: local, or a URL ("scheme://...") that only tf.io.gfile can reach.
+
+def is_url(path: str) -> bool:
+  return "://" in path
+
+
+def _gfile():
+  import tensorflow as tf  # heavy: imported where a file system operation needs it
+
+  return tf.io.gfile
+
+
+def normalize_path(path: str) -> str:
+  """A local path resolved (symlinks too), or a URL without trailing slashes ("gs://b/x/" -> "gs://b/x")."""
+  if is_url(path):
+    scheme, rest = path.split("://", 1)
+    return f"{scheme}://{rest.rstrip('/')}"
+  return os.path.realpath(path)
+
+
+def is_dir(path: str) -> bool:
+  return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
+
+
+def _join(directory: str, name: str) -> str:
+  """`directory`/`name` for URLs too ("ram://" + "x" -> "ram://x", "gs://b/d/" + "x" -> "gs://b/d/x")."""
+  return directory + name if directory.endswith("/") else f"{directory}/{name}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -77,8 +123,15 @@ def _unique_roots(roots: Iterable[str]) -> list[str]:
   """Absolute, resolved, de-duplicated roots in first-seen order (a root named twice is read once)."""
   seen: dict[str, None] = {}
   for root in roots:
-    seen.setdefault(os.path.realpath(root), None)
+    seen.setdefault(normalize_path(root), None)
   return list(seen)
+
+
+def _path_parts(root: str) -> list[str]:
+  """The directory names of a root; a URL's scheme is not one ("gs://bucket/crawl" -> bucket, crawl)."""
+  if is_url(root):
+    return [p for p in root.split("://", 1)[1].split("/") if p]
+  return [p for p in root.split(os.sep) if p]
 
 
 def source_labels(roots: list[str]) -> dict[str, str]:
@@ -87,7 +140,7 @@ def source_labels(roots: list[str]) -> dict[str, str]:
   "/usr/lib/go-1.22/src" and "/usr/local/go/src" become "go-1.22/src" and "go/src", so two
   sources never yield the same relative path. Roots must be unique (see `_unique_roots`).
   """
-  parts = {root: [p for p in root.split(os.sep) if p] or ["root"] for root in roots}
+  parts = {root: _path_parts(root) or ["root"] for root in roots}
   depth = dict.fromkeys(roots, 1)
   while True:
     labels = {root: "/".join(parts[root][-depth[root]:]) for root in roots}
@@ -105,8 +158,11 @@ def scan_tree(root: str, label: str, skipped: collections.Counter,
               exclude: frozenset[str] = frozenset()) -> list[SourceFile]:
   """Code files under `root`, sorted by relative path; symlinks and non-code files only counted.
 
-  Directories whose resolved path is in `exclude` are not entered (and not counted).
+  Directories whose resolved path (`normalize_path`) is in `exclude` are not entered (and not counted).
+  A URL root is walked with tf.io.gfile (object stores have no symlinks).
   """
+  if is_url(root):
+    return _scan_url_tree(root, label, skipped, exclude)
   found: list[SourceFile] = []
   stack = [root]
   with tqdm.tqdm(desc=f"scanning {label}", unit=" files", leave=False) as progress:
@@ -133,6 +189,32 @@ def scan_tree(root: str, label: str, skipped: collections.Counter,
             continue
           relpath = posixpath.join(label, os.path.relpath(entry.path, root).replace(os.sep, "/"))
           found.append((entry.path, relpath, language.name))
+  found.sort(key=lambda source: source[1])
+  return found
+
+
+def _scan_url_tree(root: str, label: str, skipped: collections.Counter,
+                   exclude: frozenset[str]) -> list[SourceFile]:
+  """`scan_tree` of a URL root, through tf.io.gfile.walk (top-down, pruned, visited in sorted order)."""
+  found: list[SourceFile] = []
+
+  def unreadable(_: Exception) -> None:
+    skipped["unreadable"] += 1
+
+  with tqdm.tqdm(desc=f"scanning {label}", unit=" files", leave=False) as progress:
+    for directory, subdirs, names in _gfile().walk(root, topdown=True, onerror=unreadable):
+      # Some object stores list a "directory" with a trailing slash: names are compared without it.
+      subdirs[:] = sorted(name for name in subdirs
+                          if not exclude or normalize_path(_join(directory, name)) not in exclude)
+      relative_dir = directory[len(root):].strip("/")
+      for name in sorted(names):
+        progress.update(1)
+        language = languages.classify(name)
+        if language is None:
+          skipped["not_code"] += 1
+          continue
+        relpath = posixpath.join(label, relative_dir, name) if relative_dir else posixpath.join(label, name)
+        found.append((_join(directory, name), relpath, language.name))
   found.sort(key=lambda source: source[1])
   return found
 
@@ -168,6 +250,53 @@ def placement(digest: str, validation_share: float, num_shards: int) -> tuple[st
   return split, int(digest[16:32], 16) % num_shards
 
 
+def write_manifest(files: list[SourceFile], directory: str) -> list[str]:
+  """Writes the files to read as JSON lines in chunks under `directory`; returns the chunks' names.
+
+  The pipeline reads these rather than holding the list in its graph, which a remote runner would
+  have to upload (Dataflow refuses a job graph of more than a few MB; a large crawl is millions of files).
+  """
+  gfile = _gfile()
+  gfile.makedirs(directory)
+  names = []
+  for start in range(0, len(files), _MANIFEST_CHUNK):
+    name = _join(directory, f"files-{start // _MANIFEST_CHUNK:06d}.jsonl")
+    with gfile.GFile(name, "w") as f:
+      f.write("".join(json.dumps(list(source)) + "\n" for source in files[start:start + _MANIFEST_CHUNK]))
+    names.append(name)
+  return names
+
+
+def read_manifest(filename: str) -> Iterator[SourceFile]:
+  with _gfile().GFile(filename, "r") as f:
+    for line in f:
+      path, relpath, language = json.loads(line)
+      yield path, relpath, language
+
+
+def _read_head(path: str, max_bytes: int) -> bytes | str:
+  """At most `max_bytes` + 1 bytes of a file, or the skip reason "empty" / "too_large" from its size.
+
+  Local paths are read directly; URLs through tf.io.gfile, whose errors become OSError.
+  """
+  if not is_url(path):
+    size = os.stat(path).st_size
+    if size == 0 or size > max_bytes:  # checked before reading: a huge file never enters memory
+      return "empty" if size == 0 else "too_large"
+    with open(path, "rb") as f:
+      return f.read(max_bytes + 1)
+  import tensorflow as tf
+
+  try:
+    size = tf.io.gfile.stat(path).length
+    if size == 0 or size > max_bytes:
+      return "empty" if size == 0 else "too_large"
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return f.read(max_bytes + 1)
+  except tf.errors.OpError as error:
+    raise OSError(f"{path}: {error.message}") from error
+
+
 class ReadFile(beam.DoFn):
   """(path, relpath, language) -> (digest, relpath, language, text), or a skip reason on `skipped`."""
 
@@ -177,17 +306,12 @@ class ReadFile(beam.DoFn):
   def process(self, source: SourceFile) -> Iterator:
     path, relpath, language = source
     try:
-      size = os.stat(path).st_size
-      if size == 0:
-        yield beam.pvalue.TaggedOutput(_SKIPPED, "empty")
-        return
-      if size > self._max_file_bytes:  # checked before reading: a huge file never enters memory
-        yield beam.pvalue.TaggedOutput(_SKIPPED, "too_large")
-        return
-      with open(path, "rb") as f:
-        data = f.read(self._max_file_bytes + 1)
+      data = _read_head(path, self._max_file_bytes)
     except OSError:
       yield beam.pvalue.TaggedOutput(_SKIPPED, "unreadable")
+      return
+    if isinstance(data, str):  # a skip reason
+      yield beam.pvalue.TaggedOutput(_SKIPPED, data)
       return
     if not data:  # emptied since the stat
       yield beam.pvalue.TaggedOutput(_SKIPPED, "empty")
@@ -255,7 +379,7 @@ class WriteShard(beam.DoFn):
   def process(self, element: tuple[tuple[str, str, int], Iterable]) -> Iterator[str]:
     (language, split, shard), values = element
     rows = sorted(value for value in values if value is not None)
-    filename = os.path.join(self._output, records.shard_name(language, split, shard, self._num_shards))
+    filename = _join(self._output, records.shard_name(language, split, shard, self._num_shards))
     records.write_shard(filename, [records.encode(text, relpath) for _, relpath, text in rows])
     yield filename
 
@@ -283,11 +407,21 @@ def skip_line(element: tuple[str, int]) -> str:
   return json.dumps(["skipped", reason, count])
 
 
-def build_pipeline(pipeline: beam.Pipeline, files: list[SourceFile], output: str, counts_prefix: str,
+def write_lines(lines: list[str], filename: str) -> str:
+  """The count lines, sorted, as one file (through tf.io.gfile: any file system the shards can go to)."""
+  with _gfile().GFile(filename, "w") as f:
+    f.write("".join(line + "\n" for line in sorted(lines)))
+  return filename
+
+
+def build_pipeline(pipeline: beam.Pipeline, manifest: list[str], output: str, counts_file: str,
                    validation_share: float, num_shards: int, max_file_bytes: int) -> None:
-  """Adds the corpus transforms to `pipeline`: shards under `output`, count lines to `counts_prefix`."""
+  """Adds the corpus transforms to `pipeline`: reads the files listed in the `manifest` files
+  (`write_manifest`), writes shards under `output` and the count lines to `counts_file`."""
   read = (pipeline
-          | "Files" >> beam.Create(files)
+          | "Manifest" >> beam.Create(manifest)
+          | "Files" >> beam.FlatMap(read_manifest)
+          | "Spread" >> beam.Reshuffle()  # a manifest file lists thousands: read them on many workers
           | "Read" >> beam.ParDo(ReadFile(max_file_bytes)).with_outputs(_SKIPPED, main="texts"))
   unique = (read.texts
             | "KeyByDigest" >> beam.Map(key_by_digest)
@@ -314,7 +448,8 @@ def build_pipeline(pipeline: beam.Pipeline, files: list[SourceFile], output: str
            | "SkipLines" >> beam.Map(skip_line))
   _ = ((sizes, skips)
        | "AllCounts" >> beam.Flatten()
-       | "WriteCounts" >> beam.io.WriteToText(counts_prefix, shard_name_template="", num_shards=1))
+       | "CountLines" >> beam.combiners.ToList()
+       | "WriteCounts" >> beam.Map(write_lines, counts_file))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -323,7 +458,7 @@ def build_pipeline(pipeline: beam.Pipeline, files: list[SourceFile], output: str
 def read_counts(filename: str, skipped: collections.Counter) -> dict[str, dict[str, dict[str, int]]]:
   """Per language and split sizes from the pipeline's count lines; adds its skips to `skipped`."""
   sizes: dict[str, dict[str, dict[str, int]]] = {}
-  with open(filename, encoding="utf-8") as f:
+  with _gfile().GFile(filename, "r") as f:
     for line in f:
       row = json.loads(line)
       if row[0] == "files":
@@ -339,27 +474,31 @@ def read_counts(filename: str, skipped: collections.Counter) -> dict[str, dict[s
 
 def remove_stale_shards(output: str, expected: set[str]) -> list[str]:
   """Deletes shard files (and leftover .tmp) that this run did not write, e.g. from another num_shards."""
+  gfile = _gfile()
   removed = []
   for language in languages.BY_NAME:
-    directory = os.path.join(output, language)
-    if not os.path.isdir(directory):
+    directory = _join(output, language)
+    if not gfile.isdir(directory):
       continue
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(gfile.listdir(directory)):
       relative = os.path.join(language, name)
       if _SHARD_RE.match(name) and relative not in expected:
-        os.remove(os.path.join(directory, name))
+        gfile.remove(_join(directory, name))
         removed.append(relative)
-    if not os.listdir(directory):
-      os.rmdir(directory)
+    if not gfile.exists(directory):  # an object store's "directory" goes with its last object
+      continue
+    if not gfile.listdir(directory):
+      gfile.rmtree(directory)
   return removed
 
 
 def write_json(filename: str, value: dict) -> None:
   """Deterministic JSON (sorted keys), written atomically: stats.json marks a finished corpus."""
+  gfile = _gfile()
   tmp = filename + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with gfile.GFile(tmp, "w") as f:
     f.write(json.dumps(value, sort_keys=True, indent=2) + "\n")
-  os.replace(tmp, filename)
+  gfile.rename(tmp, filename, overwrite=True)
 
 
 def format_table(stats: dict) -> str:
@@ -384,7 +523,7 @@ def collect_files(roots: list[str], max_files_per_language: int | None, skipped:
                   exclude: Iterable[str] = ()) -> list[SourceFile]:
   """Scans every root, applies the per-language cap, and prints what each root contributed."""
   labels = source_labels(roots)
-  excluded = frozenset(os.path.realpath(path) for path in exclude)
+  excluded = frozenset(normalize_path(path) for path in exclude)
   found = {root: scan_tree(root, labels[root], skipped, excluded) for root in roots}
   files = sorted((source for sources in found.values() for source in sources), key=lambda source: source[1])
   kept = cap_per_language(files, max_files_per_language, skipped)
@@ -403,7 +542,7 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
                  max_files_per_language: int | None = None, exclude: Iterable[str] = ()) -> dict:
   """Builds the corpus under `output` and returns its stats (also written to output/stats.json)."""
   for source in sources:
-    if not os.path.isdir(source):
+    if not is_dir(source):
       raise FileNotFoundError(f"corpus source {source!r} does not exist or is not a directory")
   if not 0.0 <= validation_share <= 1.0:
     raise ValueError(f"validation_share must be in [0, 1], got {validation_share}")
@@ -412,22 +551,27 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
   if max_files_per_language is not None and max_files_per_language < 0:
     raise ValueError(f"max_files_per_language must be >= 0, got {max_files_per_language}")
 
-  output = os.path.abspath(output)
-  os.makedirs(output, exist_ok=True)
+  gfile = _gfile()
+  output = normalize_path(output) if is_url(output) else os.path.abspath(output)
+  options = PipelineOptions(pipeline_args or [])
+  _warn_if_local_on_remote_runner(options, sources, output)
+  gfile.makedirs(output)
   # Until the new stats.json lands, the directory is not a finished corpus.
-  if os.path.exists(os.path.join(output, STATS_FILE)):
-    os.remove(os.path.join(output, STATS_FILE))
+  if gfile.exists(_join(output, STATS_FILE)):
+    gfile.remove(_join(output, STATS_FILE))
   skipped: collections.Counter = collections.Counter()
   files = collect_files(_unique_roots(sources), max_files_per_language, skipped, exclude)
   print(f"{len(files):,} code files go to the pipeline")
 
-  counts_dir = os.path.join(output, _COUNTS_DIR)
-  shutil.rmtree(counts_dir, ignore_errors=True)
-  counts_file = os.path.join(counts_dir, "counts.jsonl")
-  with beam.Pipeline(options=PipelineOptions(pipeline_args or [])) as pipeline:
-    build_pipeline(pipeline, files, output, counts_file, validation_share, num_shards, max_file_bytes)
+  work_dir = _join(output, _WORK_DIR)
+  if gfile.exists(work_dir):
+    gfile.rmtree(work_dir)
+  manifest = write_manifest(files, work_dir)
+  counts_file = _join(work_dir, "counts.jsonl")
+  with beam.Pipeline(options=options) as pipeline:
+    build_pipeline(pipeline, manifest, output, counts_file, validation_share, num_shards, max_file_bytes)
   sizes = read_counts(counts_file, skipped)
-  shutil.rmtree(counts_dir)
+  gfile.rmtree(work_dir)
 
   expected = {records.shard_name(language, split, shard, num_shards)
               for language in sizes for split in records.SPLITS for shard in range(num_shards)}
@@ -439,21 +583,35 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
       "options": {"validation_share": validation_share, "num_shards": num_shards,
                   "max_file_bytes": max_file_bytes, "max_files_per_language": max_files_per_language},
   }
-  write_json(os.path.join(output, STATS_FILE), stats)
+  write_json(_join(output, STATS_FILE), stats)
   return stats
 
 
+def _warn_if_local_on_remote_runner(options: PipelineOptions, sources: list[str], output: str) -> None:
+  """A remote runner's workers cannot see this machine's disk: say so before a long job fails."""
+  runner = str(options.view_as(StandardOptions).runner or "DirectRunner")
+  if any(name in runner for name in ("Direct", "Prism", "InteractiveRunner")):
+    return
+  local = [path for path in [*sources, output] if not is_url(path)]
+  if local:
+    print(f"warning: {runner} runs on workers that may not see local paths {local}; "
+          "give URLs (gs://...) for --source and --output")
+
+
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], argparse.ArgumentParser]:
-  parser = argparse.ArgumentParser(prog="python -m objectives.corpus", description=__doc__.split("\n")[0])
-  parser.add_argument("--source", action="append", default=[], help="a source tree (repeatable)")
-  parser.add_argument("--output", required=True, help="the corpus directory to write")
+  parser = argparse.ArgumentParser(prog="python -m objectives.corpus", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--source", action="append", default=[],
+                      help="a source tree, a local directory or a URL such as gs://BUCKET/crawl (repeatable)")
+  parser.add_argument("--output", required=True, help="the corpus directory to write (local or a URL)")
   parser.add_argument("--validation_share", type=float, default=0.05)
   parser.add_argument("--num_shards", type=int, default=4)
   parser.add_argument("--max_file_bytes", type=int, default=1_000_000)
   parser.add_argument("--max_files_per_language", type=int, default=None,
                       help=f"cap per language (default: none; {LOCAL_PRESET_MAX_FILES_PER_LANGUAGE} with "
                            "--preset local)")
-  parser.add_argument("--exclude", action="append", default=[], help="a directory not to enter (repeatable)")
+  parser.add_argument("--exclude", action="append", default=[],
+                      help="a directory (or URL) not to enter (repeatable)")
   parser.add_argument("--preset", choices=["local"], default=None,
                       help="local: add source trees already on this machine (stdlib, /usr/include, ...)")
   args, pipeline_args = parser.parse_known_args(argv)
@@ -463,7 +621,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], a
 def main(argv: list[str] | None = None) -> dict:
   args, pipeline_args, parser = parse_args(argv)
   for source in args.source:
-    if not os.path.isdir(source):
+    if not is_dir(source):
       parser.error(f"--source {source} does not exist or is not a directory")
   sources, exclude = list(args.source), list(args.exclude)
   max_files = args.max_files_per_language
@@ -484,7 +642,7 @@ def main(argv: list[str] | None = None) -> dict:
   stats = build_corpus(sources, args.output, args.validation_share, args.num_shards, args.max_file_bytes,
                        pipeline_args, max_files, exclude)
   print(format_table(stats))
-  print(f"wrote {os.path.abspath(args.output)}")
+  print(f"wrote {args.output if is_url(args.output) else os.path.abspath(args.output)}")
   return stats
 
 

@@ -10,7 +10,6 @@ the feature names SeqIO's TFExampleDataSource reads.
 
 from __future__ import annotations
 
-import glob
 import os
 from typing import Iterator
 
@@ -28,7 +27,9 @@ def shard_pattern(corpus_dir: str, language: str, split: str) -> str:
 
 
 def shard_files(corpus_dir: str, language: str, split: str) -> list[str]:
-  return sorted(glob.glob(shard_pattern(corpus_dir, language, split)))
+  import tensorflow as tf  # tf.io.gfile: local paths and buckets (gs://, …) alike
+
+  return sorted(tf.io.gfile.glob(shard_pattern(corpus_dir, language, split)))
 
 
 def encode(text: str, path: str) -> bytes:
@@ -43,15 +44,19 @@ def encode(text: str, path: str) -> bytes:
 
 
 def write_shard(filename: str, records: list[bytes]) -> None:
-  """Writes serialized records to a TFRecord file atomically (a temporary name, then a rename)."""
+  """Writes serialized records to a TFRecord file atomically (a temporary name, then a rename).
+
+  `filename` may be local or any URL tf.io.gfile knows (gs://, s3:// with tensorflow-io, hdfs://,
+  ram://): where a rename is a copy (object stores), the final name still appears all at once.
+  """
   import tensorflow as tf
 
-  os.makedirs(os.path.dirname(filename), exist_ok=True)
+  tf.io.gfile.makedirs(os.path.dirname(filename))
   tmp = filename + ".tmp"
   with tf.io.TFRecordWriter(tmp) as writer:
     for record in records:
       writer.write(record)
-  os.replace(tmp, filename)
+  tf.io.gfile.rename(tmp, filename, overwrite=True)
 
 
 def read_texts(corpus_dir: str, language: str, split: str) -> Iterator[tuple[str, str]]:

@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--extra_ids", type=int, default=DEFAULT_EXTRA_IDS)
   args, pipeline_args = parser.parse_known_args(argv)
   for flag, path in (("--corpus", args.corpus), ("--vocab", args.vocab)):
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
       parser.error(f"{flag} {path!r} does not exist")
   try:
     counts = cache_tasks(args.corpus, args.vocab, args.cache_dir, pipeline_args, args.extra_ids)

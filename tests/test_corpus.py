@@ -239,3 +239,125 @@ def test_placement_is_deterministic_and_balanced():
   share = sum(split == "validation" for split, _ in placed) / len(placed)
   assert 0.2 < share < 0.3
   assert collections.Counter(shard for _, shard in placed).keys() == {0, 1, 2, 3}
+
+
+# ----------------------------------------------------------------------------------------------
+# Remote file systems: every path operation goes through tf.io.gfile for a URL. TensorFlow's in-memory
+# `ram://` file system stands in for gs:// and friends (walk, stat, read, write, rename all work on it).
+
+def make_tree_at_url(root, write_bytes):
+  """The fixture tree without its symlinks (object stores have none), through `write_bytes(relpath, data)`."""
+  for relpath, text in GOOD.items():
+    write_bytes(relpath, text.encode("utf-8"))
+  write_bytes(DUPLICATE, GOOD["app/util.py"].encode("utf-8"))
+  write_bytes("app/compiled.py", b"print(1)\n\x00\x01\x02")
+  write_bytes("java/Latin.java", "class Latin { String s = \"caf\u00e9\"; }\n".encode("latin-1"))
+  write_bytes("go/empty.go", b"")
+  write_bytes("app/huge.py", ("x = 1\n" * (MAX_FILE_BYTES // 6 + 1)).encode("utf-8"))
+  write_bytes("README.md", b"# not code\n")
+  write_bytes("vendored/skip.py", b"skipped = True\n")  # excluded below
+
+
+def test_url_source_gives_the_same_corpus_as_a_local_one(tmp_path):
+  import tensorflow as tf
+
+  url_root = "ram://corpus_test_src/proj"
+
+  def write_url(relpath, data):
+    tf.io.gfile.makedirs(os.path.dirname(f"{url_root}/{relpath}"))
+    with tf.io.gfile.GFile(f"{url_root}/{relpath}", "wb") as f:
+      f.write(data)
+
+  local_root = tmp_path / "src" / "proj"
+
+  def write_local(relpath, data):
+    (local_root / relpath).parent.mkdir(parents=True, exist_ok=True)
+    (local_root / relpath).write_bytes(data)
+
+  make_tree_at_url(url_root, write_url)
+  make_tree_at_url(str(local_root), write_local)
+  try:
+    options = dict(validation_share=0.5, num_shards=2, max_file_bytes=MAX_FILE_BYTES)
+    from_url = corpus.build_corpus([url_root + "/"], str(tmp_path / "from_url"),
+                                   exclude=[url_root + "/vendored"], **options)
+    from_local = corpus.build_corpus([str(local_root)], str(tmp_path / "from_local"),
+                                     exclude=[str(local_root / "vendored")], **options)
+  finally:
+    tf.io.gfile.rmtree("ram://corpus_test_src")
+  assert from_url == from_local
+  assert from_url["skipped"] == dict(EXPECTED_SKIPS, symlink=0)
+  found = read_corpus(tmp_path / "from_url")
+  assert found == read_corpus(tmp_path / "from_local")
+  assert {path for texts in found.values() for path in texts} == {f"proj/{relpath}" for relpath in GOOD}
+  # Same records, same shards, byte for byte; no manifest or counts left behind.
+  assert file_bytes(tmp_path / "from_url") == file_bytes(tmp_path / "from_local")
+  assert not any(name.startswith(".") for name in os.listdir(tmp_path / "from_url"))
+
+
+def test_corpus_written_to_a_url(tmp_path):
+  """--output may be a URL too: shards, stats.json and the clean-up of stale shards all go through gfile."""
+  import tensorflow as tf
+
+  source = tmp_path / "proj"
+  make_tree_at_url(str(source), lambda relpath, data: (
+      (source / relpath).parent.mkdir(parents=True, exist_ok=True), (source / relpath).write_bytes(data)))
+  # ram:// lists by name prefix: its "java/" would also list "javascript/..." as "java/script" (TF's
+  # in-memory file system only; object stores list by "dir/" prefix). No JavaScript here, then.
+  (source / "js" / "index.js").unlink()
+  output = "ram://corpus_test_out/corpus"
+  try:
+    corpus.main(["--source", str(source), "--output", output, "--num_shards", "3",
+                 "--max_file_bytes", str(MAX_FILE_BYTES)])
+    stats = corpus.main(["--source", str(source), "--output", output + "/", "--num_shards", "1",
+                         "--max_file_bytes", str(MAX_FILE_BYTES), "--validation_share", "0"])
+    written = sorted(os.path.relpath(os.path.join(directory, name), output)
+                     for directory, _, names in tf.io.gfile.walk(output) for name in names)
+    expected = sorted([os.path.join(language, f"{split}-00000-of-00001.tfrecord")
+                       for language in stats["languages"] for split in records.SPLITS] + ["stats.json"])
+    assert written == expected
+    with tf.io.gfile.GFile(f"{output}/stats.json") as f:
+      assert json.load(f) == stats
+    spec = {records.TEXT: tf.io.FixedLenFeature([], tf.string), records.PATH: tf.io.FixedLenFeature([], tf.string)}
+    texts = {}
+    for raw in tf.data.TFRecordDataset(f"{output}/python/train-00000-of-00001.tfrecord").as_numpy_iterator():
+      example = tf.io.parse_single_example(raw, spec)
+      texts[example[records.PATH].numpy().decode()] = example[records.TEXT].numpy().decode()
+    assert texts == {f"proj/{p}": t for p, t in GOOD.items() if p.lower().endswith(".py")} | {
+        "proj/vendored/skip.py": "skipped = True\n"}
+  finally:
+    tf.io.gfile.rmtree("ram://corpus_test_out")
+
+
+def test_write_shard_to_a_url_reads_back(tmp_path):
+  import tensorflow as tf
+
+  rows = [records.encode("a = 1\n", "x/a.py"), records.encode("ü\n", "x/b.py")]
+  url = "ram://shard_test/python/train-00000-of-00001.tfrecord"
+  try:
+    records.write_shard(url, rows)
+    records.write_shard(url, rows)  # over an existing shard: the rename overwrites
+    assert tf.io.gfile.listdir("ram://shard_test/python") == ["train-00000-of-00001.tfrecord"]  # no .tmp
+    assert list(tf.data.TFRecordDataset(url).as_numpy_iterator()) == rows
+    # The same bytes as a local shard, which read_texts reads.
+    local = tmp_path / records.shard_name("python", "train", 0, 1)
+    records.write_shard(str(local), rows)
+    with tf.io.gfile.GFile(url, "rb") as f:
+      assert f.read() == local.read_bytes()
+    assert list(records.read_texts(str(tmp_path), "python", "train")) == [("x/a.py", "a = 1\n"), ("x/b.py", "ü\n")]
+  finally:
+    tf.io.gfile.rmtree("ram://shard_test")
+
+
+def test_url_paths_and_labels():
+  assert corpus.normalize_path("gs://bucket/crawl/") == "gs://bucket/crawl"
+  assert corpus.normalize_path("ram://") == "ram://"
+  assert corpus.source_labels(["gs://a/src", "gs://b/src", "gs://bucket"]) == {
+      "gs://a/src": "a/src", "gs://b/src": "b/src", "gs://bucket": "bucket"}
+
+
+def test_missing_url_source_is_a_clear_error(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    corpus.main(["--source", "ram://no_such_tree", "--output", str(tmp_path / "out")])
+  assert "ram://no_such_tree" in capsys.readouterr().err
+  with pytest.raises(FileNotFoundError, match="no_such_tree"):
+    corpus.build_corpus(["ram://no_such_tree"], str(tmp_path / "out"))
