@@ -1,10 +1,12 @@
-"""Input-pipeline throughput: tokenise + pack into rows of SEQ tokens, for one task and a mixture.
+"""Input-pipeline throughput: tokenise + pack into rows of SEQ tokens, for one task, a mixture, and
+the mixture's UL2 version (span corruption / prefix LM / causal LM, packed as prefix-LM rows).
 
   python bench/data_pipeline.py --corpus CORPUS_DIR --vocab CORPUS_DIR/spm.model [--task code_python]
       [--mixture code_natural] [--sequence_length 2048] [--batch_size 8] [--seconds 20]
 
 Reads the corpus shards uncached (tokenising on the fly, the expensive case), packs with SeqIO's
-DecoderFeatureConverter, and counts target tokens (non-zero decoder_loss_weights) per second.
+DecoderFeatureConverter (codelm's DecoderOnlyPrefixLMConverter for UL2), and counts target tokens
+(non-zero decoder_loss_weights) per second.
 Mixture rates come from SeqIO's cache statistics when the corpus has been cached, else from the
 corpus's byte counts. Prints the figures and writes them as JSON.
 """
@@ -22,13 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import seqio  # noqa: E402
 
 from objectives import mixtures, tasks  # noqa: E402
+from objectives.ul2 import DecoderOnlyPrefixLMConverter  # noqa: E402
 from objectives.vocab import get_vocabulary  # noqa: E402
 
 
 def measure(name: str, sequence_length: int, batch_size: int, seconds: float) -> dict:
-  dataset = seqio.get_dataset(
-      name, task_feature_lengths={"targets": sequence_length}, dataset_split="train", shuffle=True,
-      num_epochs=None, feature_converter=seqio.DecoderFeatureConverter(pack=True), use_cached=False, seed=0)
+  if name.endswith("_ul2"):
+    lengths = {"inputs": sequence_length, "targets": sequence_length}
+    converter = DecoderOnlyPrefixLMConverter(pack=True)
+  else:
+    lengths, converter = {"targets": sequence_length}, seqio.DecoderFeatureConverter(pack=True)
+  dataset = seqio.get_dataset(name, task_feature_lengths=lengths, dataset_split="train", shuffle=True,
+                              num_epochs=None, feature_converter=converter, use_cached=False, seed=0)
   iterator = dataset.batch(batch_size).prefetch(2).as_numpy_iterator()
   next(iterator)  # build the graph and fill the shuffle buffer before timing
   tokens = rows = 0
@@ -59,6 +66,7 @@ def main(argv=None) -> dict:
   args = parser.parse_args(argv)
 
   names = tasks.register_tasks(args.corpus, get_vocabulary(args.vocab))
+  tasks.register_ul2_tasks(names)
   try:
     counts = {n: c["tokens"] for n, c in tasks.load_counts(tasks.default_cache_dir(args.corpus), names).items()}
     source = "SeqIO cache token counts"
@@ -68,10 +76,12 @@ def main(argv=None) -> dict:
     counts = {n: stats["languages"][n[len("code_"):]]["train"]["bytes"] for n in names}
     source = "corpus byte counts (no SeqIO cache)"
   budget = 38_000 * 256 * args.sequence_length
-  mixtures.register_mixtures(counts, budget, kinds=[args.mixture[len("code_"):]])
+  for suffix in ("", "_ul2"):
+    mixtures.register_mixtures(counts, budget, kinds=[args.mixture[len("code_"):]], suffix=suffix)
   print(f"rates from {source}; {len(names)} language tasks")
   results = {"task": measure(args.task, args.sequence_length, args.batch_size, args.seconds),
              "mixture": measure(args.mixture, args.sequence_length, args.batch_size, args.seconds),
+             "ul2_mixture": measure(args.mixture + "_ul2", args.sequence_length, args.batch_size, args.seconds),
              "sequence_length": args.sequence_length, "batch_size": args.batch_size, "cpus": os.cpu_count()}
   os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
   with open(args.output, "w") as f:

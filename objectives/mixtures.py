@@ -39,12 +39,13 @@ def mixture_rates(kind: str, token_counts: Mapping[str, int], budget_tokens: flo
 
 
 def register_mixtures(token_counts: Mapping[str, int], budget_tokens: float,
-                      kinds: Sequence[str] = MIXTURE_KINDS) -> dict[str, dict[str, float]]:
-  """Registers `code_natural`, `code_unimax_1` … over the (already registered) language tasks."""
+                      kinds: Sequence[str] = MIXTURE_KINDS, suffix: str = "") -> dict[str, dict[str, float]]:
+  """Registers `code_natural`, `code_unimax_1` … over the (already registered) language tasks; with
+  suffix "_ul2", `code_natural_ul2` … over the `{task}_ul2` tasks at the same rates."""
   all_rates = {}
   for kind in kinds:
-    rates = mixture_rates(kind, token_counts, budget_tokens)
-    name = mixture_name(kind)
+    rates = {task + suffix: rate for task, rate in mixture_rates(kind, token_counts, budget_tokens).items()}
+    name = mixture_name(kind) + suffix
     seqio.MixtureRegistry.remove(name)
     seqio.MixtureRegistry.add(name, [(task, rate) for task, rate in rates.items() if rate > 0])
     all_rates[name] = rates
@@ -52,17 +53,19 @@ def register_mixtures(token_counts: Mapping[str, int], budget_tokens: float,
 
 
 def register_corpus(corpus_dir: str, vocab_path: str, budget_tokens: float, cache_dir: str | None = None,
-                    ) -> dict[str, dict[str, float]]:
+                    ul2_config=None) -> dict[str, dict[str, float]]:
   """Everything a training run needs from a corpus: the language tasks (reading SeqIO's cache where
-  it exists) and the natural / UniMax mixtures with rates from the cached token counts."""
-  from objectives.tasks import default_cache_dir, load_counts, register_tasks
+  it exists), their UL2 versions, and the natural / UniMax mixtures of both (`code_unimax_2`,
+  `code_unimax_2_ul2`, …) with rates from the cached token counts."""
+  from objectives.tasks import default_cache_dir, load_counts, register_tasks, register_ul2_tasks
   from objectives.vocab import get_vocabulary
 
   names = register_tasks(corpus_dir, get_vocabulary(vocab_path))
+  register_ul2_tasks(names, ul2_config)
   cache_dir = cache_dir or default_cache_dir(corpus_dir)
   seqio.add_global_cache_dirs([cache_dir])
   counts = {name: c["tokens"] for name, c in load_counts(cache_dir, names).items()}
-  return register_mixtures(counts, budget_tokens)
+  return {**register_mixtures(counts, budget_tokens), **register_mixtures(counts, budget_tokens, suffix="_ul2")}
 
 
 def rates_table(token_counts: Mapping[str, int], budget_tokens: float, kinds: Sequence[str] = MIXTURE_KINDS) -> str:

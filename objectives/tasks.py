@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from objectives import records
 from objectives.languages import LANGUAGES, Language
-from objectives.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, get_vocabulary
+from objectives.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, MODE_TOKENS, get_vocabulary
 
 CACHE_SUBDIR = "cache"
 
@@ -105,6 +105,27 @@ def register_tasks(corpus_dir: str, vocabulary: seqio.Vocabulary, languages: Seq
     raise ValueError(f"no language has training shards under {corpus_dir!r}; build it with "
                      "`python -m objectives.corpus`")
   return names
+
+
+def register_ul2_tasks(names: Sequence[str], config=None) -> list[str]:
+  """`{name}_ul2` for each registered language task: the same documents through the UL2 + causal-LM
+  mixture (objectives/ul2.py) instead of plain chunking; features `inputs` and `targets`."""
+  from objectives.ul2 import UL2Config, ul2_objectives
+  from objectives.vocab import special_token_ids
+
+  config = config or UL2Config()
+  ul2_names = []
+  for name in names:
+    base = seqio.get_mixture_or_task(name)
+    vocabulary = base.output_features["targets"].vocabulary
+    mode_ids = [special_token_ids(vocabulary)[token] for token in MODE_TOKENS]
+    features = {key: seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32) for key in ("inputs", "targets")}
+    objectives = functools.partial(ul2_objectives, config=config, mode_token_ids=mode_ids)
+    preprocessors = [p for p in base.preprocessors if p is not split_into_chunks] + [objectives]
+    seqio.TaskRegistry.remove(f"{name}_ul2")
+    seqio.TaskRegistry.add(f"{name}_ul2", source=base.source, output_features=features, preprocessors=preprocessors)
+    ul2_names.append(f"{name}_ul2")
+  return ul2_names
 
 
 def load_counts(cache_dir: str, names: Sequence[str], split: str = "train") -> dict[str, dict[str, int]]:
