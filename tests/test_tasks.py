@@ -83,7 +83,9 @@ def test_beam_caching_counts_files_and_tokens(corpus, tmp_path):
 
   # A training run registers tasks and mixtures from the corpus and reads the cache.
   rates = mixtures.register_corpus(root, vocab_path, budget_tokens=1000, cache_dir=str(tmp_path / "cache"))
-  assert set(rates) == {mixtures.mixture_name(k) for k in mixtures.MIXTURE_KINDS}
+  assert set(rates) == {mixtures.mixture_name(k) + suffix for k in mixtures.MIXTURE_KINDS for suffix in ("", "_ul2")}
+  assert rates["code_unimax_2_ul2"] == {f"{task}_ul2": rate for task, rate in rates["code_unimax_2"].items()}
+  assert seqio.get_mixture_or_task("code_unimax_2_ul2").get_rate(seqio.get_mixture_or_task("code_go_ul2")) > 0
   assert rates["code_natural"]["code_go"] == pytest.approx(
       counts["code_go"]["tokens"] / (counts["code_go"]["tokens"] + counts["code_python"]["tokens"]))
   cached = seqio.get_mixture_or_task("code_go").get_dataset({"targets": 100_000}, split="train", shuffle=False,
