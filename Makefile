@@ -18,10 +18,11 @@ $(STAMP): pyproject.toml
 test: install
 	$(BIN)/python -m pytest -q tests
 
-# The data pipeline end to end on source code already on this machine (no download), then the model.
-# Until train.py lands, the model part trains the `mini` size for a few steps on synthetic tokens.
+# The whole pipeline on source code already on this machine (no download): corpus, vocabulary, SeqIO
+# cache, mixtures, then the `mini` model trained with the UL2 + causal-LM mixture (runs/demo.gin).
 DEMO_CORPUS := $(DEMO_DIR)/corpus
 DEMO_VOCAB_SIZE ?= 8192
+DEMO_STEPS ?= 300
 demo: install
 	@mkdir -p $(DEMO_DIR)
 	$(BIN)/python -m objectives.corpus --preset local --output $(DEMO_CORPUS)
@@ -30,9 +31,11 @@ demo: install
 	$(BIN)/python -m objectives.tasks --corpus $(DEMO_CORPUS) --vocab $(DEMO_CORPUS)/spm.model
 	$(BIN)/python -m objectives.mixtures --corpus $(DEMO_CORPUS) --train_steps 300 --batch_size 8 \
 	    --sequence_length 256 --plot $(DEMO_DIR)/mixtures.png
-	$(BIN)/python -m model.summary --size all
-	$(BIN)/python bench/train_step.py --size mini --seq 256 --batch 8 --steps 10 --output $(DEMO_DIR)/train_step_mini.json
-	@echo "demo outputs in $(DEMO_DIR)/: corpus/ (shards, stats.json, spm.model, SeqIO cache), mixtures.png"
+	$(BIN)/python -m model.summary --size mini
+	rm -rf $(DEMO_DIR)/run
+	$(BIN)/python train.py --gin_file=gin_configs/runs/demo.gin --gin.MODEL_DIR="'$(DEMO_DIR)/run'" \
+	    --gin.CORPUS_DIR="'$(DEMO_CORPUS)'" --gin.TRAIN_STEPS=$(DEMO_STEPS)
+	@echo "demo outputs in $(DEMO_DIR)/: corpus/ (shards, stats.json, spm.model, SeqIO cache), mixtures.png, run/"
 
 bench: install
 	$(BIN)/python bench/train_step.py --size small --seq 512 --batch 8

@@ -32,25 +32,7 @@ from model.summary import flops_per_token  # noqa: E402
 from model.transformer import Decoder  # noqa: E402
 from training.optimizer import adafactor  # noqa: E402
 from training.step import init_params, init_state, train_step  # noqa: E402
-
-
-def _time(fn, repeats: int) -> list[float]:
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - start)
-  return times
-
-
-def matmul_ceiling(dtype, n: int, repeats: int = 10) -> float:
-  """FLOP/s of one n x n x n jnp.dot in `dtype` on the default device: the best of `repeats`, so
-  that a noisy neighbour lowers the ceiling less often than it lowers a step (MFU errs low)."""
-  a = jax.random.normal(jax.random.key(1), (n, n), jnp.float32).astype(dtype)
-  b = jax.random.normal(jax.random.key(2), (n, n), jnp.float32).astype(dtype)
-  dot = jax.jit(jnp.dot)
-  jax.block_until_ready(dot(a, b))
-  return 2.0 * n ** 3 / min(_time(lambda: dot(a, b), repeats))
+from training.throughput import matmul_ceiling  # noqa: E402
 
 
 def synthetic_batch(batch: int, seq: int, vocab: int, documents_per_row: int = 4) -> dict[str, np.ndarray]:

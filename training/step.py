@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from model.loss import cross_entropy_with_z_loss
+from model.loss import LossSums, cross_entropy_with_z_loss
 from model.transformer import Decoder
 
 Batch = Mapping[str, jax.Array]  # SeqIO DecoderFeatureConverter features, each [B, T]
@@ -54,11 +54,45 @@ def loss_and_grads(model: Decoder, params: Any, batch: Batch, z_loss: float):
   return loss, sums, grads
 
 
-def train_step(state: TrainState, batch: Batch, *, model: Decoder,
-               optimizer: optax.GradientTransformation, z_loss: float = 1e-4) -> tuple[TrainState, dict]:
-  loss, sums, grads = loss_and_grads(model, state.params, batch, z_loss)
+def accumulated_grads(model: Decoder, params: Any, batch: Batch, z_loss: float, microbatches: int):
+  """Gradients of the batch's mean loss computed over `microbatches` sequential slices.
+
+  Each slice contributes gradients of its loss *sum*; dividing by the total weight at the end gives
+  exactly the full batch's mean-loss gradient, however the target tokens fall across slices.
+  """
+  if microbatches == 1:
+    return loss_and_grads(model, params, batch, z_loss)
+
+  def sum_loss(p, micro):
+    sums = cross_entropy_with_z_loss(logits_for_batch(model, p, micro), micro["decoder_target_tokens"],
+                                     micro["decoder_loss_weights"], z_loss)
+    return sums.loss, sums
+
+  def body(carry, micro):
+    grads, loss, z, weight = carry
+    (_, sums), g = jax.value_and_grad(sum_loss, has_aux=True)(params, micro)
+    return (jax.tree.map(jnp.add, grads, g), loss + sums.loss, z + sums.z_loss, weight + sums.weight), None
+
+  # [B, T] -> [microbatches, B / microbatches, T]
+  split = jax.tree.map(lambda x: x.reshape((microbatches, -1) + x.shape[1:]), dict(batch))
+  zero = jnp.zeros((), jnp.float32)
+  (grads, loss, z, weight), _ = jax.lax.scan(body, (jax.tree.map(jnp.zeros_like, params), zero, zero, zero), split)
+  norm = jnp.maximum(weight, 1.0)
+  return loss / norm, LossSums(loss=loss, z_loss=z, weight=weight), jax.tree.map(lambda g: g / norm, grads)
+
+
+def train_step(state: TrainState, batch: Batch, *, model: Decoder, optimizer: optax.GradientTransformation,
+               z_loss: float = 1e-4, microbatches: int = 1) -> tuple[TrainState, dict]:
+  loss, sums, grads = accumulated_grads(model, state.params, batch, z_loss, microbatches)
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   metrics = {"loss": loss, "z_loss": sums.z_loss / jnp.maximum(sums.weight, 1.0),
              "target_tokens": sums.weight, "grad_norm": optax.tree.norm(grads)}
   return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+
+def eval_step(params: Any, batch: Batch, *, model: Decoder) -> dict:
+  """Loss sums (no z-loss) for validation: summed over hosts and batches, then divided."""
+  sums = cross_entropy_with_z_loss(logits_for_batch(model, params, batch), batch["decoder_target_tokens"],
+                                   batch["decoder_loss_weights"], z_loss=0.0)
+  return {"loss_sum": sums.loss, "weight": sums.weight}

@@ -1,0 +1,48 @@
+"""One process of the two-process test in test_multihost.py (run as a script, not collected)."""
+
+import functools
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+
+process_id, num_processes, port, output = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if num_processes > 1:
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU collectives across processes
+  jax.distributed.initialize(f"localhost:{port}", num_processes, process_id)
+
+import numpy as np  # noqa: E402
+from jax.sharding import NamedSharding  # noqa: E402
+
+import train as train_entry  # noqa: E402
+from model import sharding  # noqa: E402
+from model.config import get_config  # noqa: E402
+from model.transformer import Decoder  # noqa: E402
+from training.optimizer import adafactor  # noqa: E402
+from training.step import init_state, train_step  # noqa: E402
+
+model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
+mesh = sharding.make_mesh(-1, 1, 1)
+_, shardings = train_entry._state_shardings(model, optimizer, mesh)
+batch_sharding = NamedSharding(mesh, sharding.batch_spec())
+rng = np.random.default_rng(0)
+tokens = rng.integers(3, 4096, (8, 32)).astype(np.int32)
+global_batch = {"decoder_input_tokens": tokens, "decoder_target_tokens": np.roll(tokens, -1, 1),
+                "decoder_loss_weights": (rng.random((8, 32)) > 0.3).astype(np.float32)}
+rows = 8 // jax.process_count()  # this host's share of the global batch, as train.py feeds it
+local = {k: v[jax.process_index() * rows:(jax.process_index() + 1) * rows] for k, v in global_batch.items()}
+
+with sharding.activation_sharding(mesh):
+  state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings)()
+  step = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer),
+                 in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None))
+  losses = []
+  for _ in range(3):
+    state, metrics = step(state, train_entry._global_batch(local, batch_sharding))
+    losses.append(float(metrics["loss"]))
+if jax.process_index() == 0:
+  with open(output, "w") as f:
+    json.dump({"losses": losses, "devices": jax.device_count(), "processes": jax.process_count()}, f)

@@ -1,0 +1,192 @@
+"""train.py end to end on a fixture corpus: gin, losses, metrics, checkpoints, resume, preemption."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import gin
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+
+import train as train_entry
+from model import sharding
+from model.config import get_config
+from model.transformer import Decoder
+from objectives import records, tasks
+from objectives.vocab import train_vocabulary
+from training.checkpoints import Checkpointer, abstract_with_shardings
+from training.optimizer import adafactor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
+          for b in ("Name", "Value", "Token", "Tree", "Node", "Index", "Count", "Path", "Item", "Block")]
+
+
+def _python_file(i):
+  return "".join(f"def {_WORDS[(i * 7 + j) % 100]}(x, y):\n    return x * {j} + y  # {_WORDS[j]}\n\n"
+                 for j in range(2 + i % 6))
+
+
+def _go_file(i):
+  return "package main\n\n" + "".join(f"func {_WORDS[(i * 3 + j) % 100]}{j}(n int) int {{\n\treturn n + {j}\n}}\n"
+                                      for j in range(2 + i % 4))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("train_corpus"))
+  for language, make in (("python", _python_file), ("go", _go_file)):
+    texts = [records.encode(make(i), f"{language}/{i}") for i in range(120)]
+    records.write_shard(os.path.join(root, records.shard_name(language, "train", 0, 1)), texts[:100])
+    records.write_shard(os.path.join(root, records.shard_name(language, "validation", 0, 1)), texts[100:])
+  vocab = train_vocabulary(root, vocab_size=500, output=os.path.join(root, "spm.model"), extra_ids=100)
+  tasks.cache_tasks(root, vocab)
+  return root
+
+
+def _flags(corpus, model_dir, steps, *extra):
+  return ["--gin_file=gin_configs/runs/demo.gin", f"--gin.MODEL_DIR='{model_dir}'", f"--gin.CORPUS_DIR='{corpus}'",
+          "--gin.MODEL_SIZE='tiny'", f"--gin.TRAIN_STEPS={steps}",
+          "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 64}", "--gin.train.log_every=1",
+          "--gin.train.eval_every=0", *extra]
+
+
+def _run_in_process(argv):
+  gin.clear_config()
+  cwd = os.getcwd()
+  os.chdir(ROOT)
+  try:
+    return train_entry.main(argv)
+  finally:
+    os.chdir(cwd)
+    gin.clear_config()
+
+
+def _losses(model_dir):
+  """step -> loss, the last record of each step (a resumed run logs the replayed steps again)."""
+  with open(os.path.join(model_dir, "metrics.jsonl")) as f:
+    return {r["step"]: r["loss"] for r in map(json.loads, f) if "loss" in r}
+
+
+def _subprocess(argv):
+  env = dict(os.environ, XLA_FLAGS="", PYTHONUNBUFFERED="1")  # one CPU device, as a user would run it
+  return subprocess.Popen([sys.executable, "train.py", *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+
+
+def test_demo_config_trains_and_loss_falls(corpus, tmp_path):
+  model_dir = str(tmp_path / "run")
+  _run_in_process(_flags(corpus, model_dir, 80, "--gin.train.eval_every=40", "--gin.train.checkpoint_every=40"))
+  losses = _losses(model_dir)
+  assert sorted(losses) == list(range(1, 81))
+  assert losses[80] <= 0.7 * losses[1], (losses[1], losses[80])
+  # What a run leaves in MODEL_DIR.
+  assert "train.mixture_or_task_name = %MIXTURE_OR_TASK_NAME" in open(os.path.join(model_dir, "config.gin")).read()
+  records_ = [json.loads(line) for line in open(os.path.join(model_dir, "metrics.jsonl"))]
+  assert {"step", "loss", "learning_rate", "grad_norm", "tokens_per_second", "mfu"} <= set(records_[0])
+  assert any("validation/python" in r for r in records_) and any("validation/go" in r for r in records_)
+  assert open(os.path.join(model_dir, "loss.png"), "rb").read(4) == b"\x89PNG"
+  assert os.listdir(os.path.join(model_dir, "tensorboard"))
+  assert Checkpointer(os.path.join(model_dir, "checkpoints")).steps() == [40, 80]
+
+
+def test_unknown_bindings_and_flags_are_errors_that_name_them(corpus, tmp_path):
+  with pytest.raises(ValueError, match="TRAIN_STEPZ"):
+    _run_in_process(_flags(corpus, str(tmp_path / "a"), 2, "--gin.TRAIN_STEPZ=3"))
+  with pytest.raises(ValueError, match="nonexistent"):
+    _run_in_process(_flags(corpus, str(tmp_path / "b"), 2, "--gin.train.nonexistent=3"))
+  with pytest.raises(SystemExit):
+    _run_in_process(_flags(corpus, str(tmp_path / "c"), 2, "--steps=3"))
+
+
+def test_resume_after_sigkill_replays_the_same_losses(corpus, tmp_path):
+  steps, every = 24, 6
+  straight = str(tmp_path / "straight")
+  assert _subprocess(_flags(corpus, straight, steps, f"--gin.train.checkpoint_every={every}")).wait(300) == 0
+
+  killed = str(tmp_path / "killed")
+  process = _subprocess(_flags(corpus, killed, steps, f"--gin.train.checkpoint_every={every}"))
+  checkpoint = os.path.join(killed, "checkpoints", str(every))
+  deadline = time.time() + 240
+  while not os.path.isdir(checkpoint) and time.time() < deadline and process.poll() is None:
+    time.sleep(0.05)
+  process.send_signal(signal.SIGKILL)
+  process.wait(60)
+  assert os.path.isdir(checkpoint)
+  resumed = _subprocess(_flags(corpus, killed, steps, f"--gin.train.checkpoint_every={every}"))
+  output = resumed.communicate(timeout=300)[0]
+  assert resumed.returncode == 0, output
+  assert "resumed from step" in output
+  expected, got = _losses(straight), _losses(killed)
+  assert sorted(got) == sorted(expected) == list(range(1, steps + 1))
+  assert [got[s] for s in range(every + 1, steps + 1)] == [expected[s] for s in range(every + 1, steps + 1)]
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(corpus, tmp_path):
+  model_dir = str(tmp_path / "preempted")
+  process = _subprocess(_flags(corpus, model_dir, 100_000, "--gin.train.checkpoint_every=100000"))
+  deadline = time.time() + 240
+  metrics = os.path.join(model_dir, "metrics.jsonl")
+  while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0) and time.time() < deadline:
+    time.sleep(0.1)
+  process.send_signal(signal.SIGTERM)
+  output = process.communicate(timeout=120)[0]
+  assert process.returncode == 0, output
+  assert "SIGTERM: checkpoint at step" in output
+  steps = Checkpointer(os.path.join(model_dir, "checkpoints")).steps()
+  assert len(steps) == 1 and 0 < steps[0] < 100_000
+
+
+def _state_on(mesh, model, optimizer):
+  abstract, shardings = train_entry._state_shardings(model, optimizer, mesh)
+  return abstract, shardings
+
+
+def test_checkpoint_from_8_devices_restores_on_4_and_training_continues(tmp_path):
+  assert jax.device_count() == 8
+  model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
+  mesh8 = sharding.make_mesh(2, 2, 2)
+  abstract, shardings8 = _state_on(mesh8, model, optimizer)
+  state = jax.jit(lambda: train_entry.init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings8)()
+  checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
+  checkpointer.save(5, state, {"batches": 5}, force=True)
+  checkpointer.wait()
+
+  mesh4 = sharding.make_mesh(1, 2, 2, devices=jax.devices()[:4])
+  _, shardings4 = _state_on(mesh4, model, optimizer)
+  restored, progress, step = Checkpointer(str(tmp_path / "ckpt")).restore_latest(
+      abstract_with_shardings(abstract, shardings4))
+  assert (step, progress["batches"]) == (5, 5)
+  assert len(restored.params["embedding"].sharding.device_set) == 4
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  import functools
+  from training.step import train_step
+  batch = {"decoder_input_tokens": np.ones((4, 16), np.int32), "decoder_target_tokens": np.ones((4, 16), np.int32),
+           "decoder_loss_weights": np.ones((4, 16), np.float32)}
+  with sharding.activation_sharding(mesh4):
+    batch = jax.device_put(batch, NamedSharding(mesh4, sharding.batch_spec()))
+    new_state, metrics = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer))(restored, batch)
+  assert int(new_state.step) == 1 and np.isfinite(float(metrics["loss"]))
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_previous(tmp_path):
+  model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
+  mesh = sharding.make_mesh(1, 1, 1, devices=jax.devices()[:1])
+  abstract, shardings = _state_on(mesh, model, optimizer)
+  state = jax.jit(lambda: train_entry.init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings)()
+  checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
+  for step in (1, 2):
+    checkpointer.save(step, state, {"batches": step}, force=True)
+  checkpointer.close()
+  # Damage step 2: truncate every file of its state.
+  for folder, _, files in os.walk(tmp_path / "ckpt" / "2" / "state"):
+    for name in files:
+      open(os.path.join(folder, name), "wb").close()
+  restored = Checkpointer(str(tmp_path / "ckpt")).restore_latest(abstract_with_shardings(abstract, shardings))
+  assert restored is not None and restored[2] == 1

@@ -1,0 +1,86 @@
+"""Start `python train.py TRAIN_ARGS` on every worker of a TPU VM, detached from ssh.
+
+Everything after `--` is passed to train.py unchanged (quote gin strings for your local shell as usual:
+--gin.MODEL_DIR="'gs://BUCKET/runs/NAME'"). The identical command runs on ALL workers
+(`gcloud compute tpus tpu-vm ssh --worker=all`): a multi-host pod slice hangs at backend start unless
+every host runs the same program, and train.py calls jax.distributed.initialize() itself.
+
+Each worker runs it under setsid + nohup from ~/codelm (its venv activated), so closing ssh or losing
+the connection does not stop training; stdout and stderr go to a log per worker,
+~/codelm_logs/RUN_NAME-workerN.log, with ~/codelm_logs/latest.log pointing at it and the process id in
+~/codelm_logs/train.pid. A worker whose previous train.py is still running refuses to start a second
+one (the TPU is in use) unless --restart is given, which stops the old process group first.
+MODEL_DIR must be storage every worker sees (gs://...). Watch with tpu/logs.py.
+
+Example (v4-64):
+  python tpu/launch.py --name codelm-v4 --zone us-central2-b -- \\
+    --gin_file=gin_configs/runs/pretrain.gin --gin_file=gin_configs/models/1b.gin \\
+    --gin_file=gin_configs/mixtures/unimax_2.gin --gin.MODEL_DIR="'gs://BUCKET/runs/1b_unimax_2'"
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tpu import common
+
+WORKER_NUMBER_URL = ("http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
+                     "agent-worker-number")
+
+
+def build_parser():
+    p = common.parser(__doc__)
+    common.add_tpu_flags(p)
+    p.add_argument("--run_name", default=None,
+                   help="names the log files (default: the local time, YYYYmmdd-HHMMSS, the same on all workers)")
+    p.add_argument("--env", action="append", default=[], type=common.env_assignment, metavar="NAME=VALUE",
+                   help="environment variable for train.py on every worker (repeatable)")
+    p.add_argument("--restart", action="store_true",
+                   help="stop a train.py still running from an earlier launch before starting")
+    p.usage = "%(prog)s --name NAME --zone ZONE [options] -- TRAIN_ARGS..."
+    return p
+
+
+def remote_command(train_args: list[str], run_name: str, env: list[str], restart: bool) -> str:
+    """The shell line every worker runs: start train.py detached, log to ~/codelm_logs/."""
+    logs, pid = common.LOG_DIR, common.PID_FILE
+    old = f'"$(cat {pid})"'
+    if restart:
+        running = (f"kill -TERM -- -{old} 2>/dev/null || true; "
+                   f"for i in $(seq 60); do kill -0 {old} 2>/dev/null || break; sleep 1; done; "
+                   f"kill -KILL -- -{old} 2>/dev/null || true")
+    else:
+        running = (f'echo "worker $W: train.py is still running (pid $(cat {pid})); '
+                   f'rerun with --restart to stop it" >&2; exit 1')
+    exports = "".join(f"export {k}={shlex.quote(v)}; " for k, _, v in (e.partition("=") for e in env))
+    return (
+        f"set -e; mkdir -p {logs}; cd {common.REMOTE_DIR}; "
+        f'W=$(curl -sf -H "Metadata-Flavor: Google" {WORKER_NUMBER_URL} || hostname); '
+        f"if [ -f {pid} ] && kill -0 {old} 2>/dev/null; then {running}; fi; "
+        f"LOG={logs}/{run_name}-worker$W.log; ln -sfn \"$LOG\" {common.LATEST_LOG}; "
+        f". .venv/bin/activate; {exports}"
+        f"setsid nohup python train.py {shlex.join(train_args)} > \"$LOG\" 2>&1 < /dev/null & "
+        f"echo $! > {pid}; echo \"worker $W: started train.py, pid $!, log $LOG\""
+    )
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+    args, train_args = common.parse_with_train_args(p, argv)
+    run_name = args.run_name or time.strftime("%Y%m%d-%H%M%S")
+    if not re.match(r"^[A-Za-z0-9_.-]+$", run_name):
+        p.error(f"argument --run_name: {run_name!r} may only contain letters, digits, '_', '.', '-'")
+    common.warn_local_model_dir(train_args)
+    remote = remote_command(train_args, run_name, args.env, args.restart)
+    return common.run_commands([common.gcloud_ssh(args.name, args.zone, args.project, remote)], args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

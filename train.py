@@ -1,0 +1,243 @@
+"""Train a codelm model from gin configs, the T5X way.
+
+  python train.py --gin_file=gin_configs/runs/pretrain.gin --gin_file=gin_configs/models/1b.gin \
+      --gin_file=gin_configs/mixtures/unimax_2.gin --gin.MODEL_DIR="'/tmp/run'" \
+      --gin.CORPUS_DIR="'corpus'" [--gin.TRAIN_STEPS=1000 ...]
+
+Every host of a pod runs this same command. Training resumes from the newest checkpoint in MODEL_DIR;
+SIGTERM (preemption) saves a checkpoint and exits cleanly. The operative config goes to
+MODEL_DIR/config.gin, figures to MODEL_DIR/metrics.jsonl, TensorBoard and MODEL_DIR/loss.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import signal
+import sys
+import time
+from typing import Sequence
+
+import gin
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from model import sharding
+from model.config import get_config
+from model.summary import flops_per_token
+from model.transformer import Decoder
+from objectives.languages import LANGUAGES
+from objectives.mixtures import register_corpus
+from objectives.ul2 import UL2Config
+from objectives.vocab import get_vocabulary
+from training import data
+from training.checkpoints import Checkpointer, abstract_with_shardings
+from training.metrics import MetricsWriter
+from training.optimizer import adafactor, rsqrt_schedule
+from training.step import TrainState, eval_step, init_params, init_state, train_step
+from training.throughput import matmul_ceiling
+
+UL2Config = gin.external_configurable(UL2Config, module="codelm")
+
+
+def maybe_initialize_distributed() -> None:
+  """jax.distributed on multi-host TPU (auto-detected) and on GPU clusters given a coordinator."""
+  if os.environ.get("JAX_COORDINATOR_ADDRESS"):
+    jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"],
+                               int(os.environ["JAX_NUM_PROCESSES"]), int(os.environ["JAX_PROCESS_ID"]))
+  elif os.environ.get("TPU_WORKER_HOSTNAMES", "localhost") not in ("", "localhost"):
+    jax.distributed.initialize()
+
+
+class Preemption:
+  """Turns SIGTERM into a flag the loop checks between steps (a checkpoint, then a clean exit)."""
+
+  def __init__(self):
+    self.requested = False
+    signal.signal(signal.SIGTERM, self._handle)
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self.requested = True
+
+
+def _state_shardings(model, optimizer, mesh):
+  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
+  specs = sharding.param_specs(boxed)
+  abstract = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
+  opt_specs = sharding.adafactor_state_specs(abstract.opt_state, abstract.params, specs)
+  shardings = TrainState(step=NamedSharding(mesh, P()), params=sharding.shardings(specs, mesh),
+                         opt_state=sharding.shardings(opt_specs, mesh))
+  return abstract, shardings
+
+
+def _global_batch(batch, batch_sharding):
+  return {k: jax.make_array_from_process_local_data(batch_sharding, np.asarray(v)) for k, v in batch.items()}
+
+
+@gin.configurable(denylist=["gin_config_str"])
+def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corpus_dir: str = gin.REQUIRED,
+          vocab_path: str | None = None, mixture_or_task_name: str = gin.REQUIRED,
+          task_feature_lengths: dict = gin.REQUIRED, batch_size: int = gin.REQUIRED, train_steps: int = gin.REQUIRED,
+          base_learning_rate: float = 0.01, warmup_fraction: float = 0.1, z_loss: float = 1e-4,
+          clip_global_norm: float | None = None, microbatches: int = 1, mesh_shape: Sequence[int] = (-1, 1, 1),
+          model_overrides: dict | None = None, ul2_config: UL2Config | None = None, seed: int = 0,
+          log_every: int = 50, checkpoint_every: int = 1000, keep_checkpoints: int = 3,
+          eval_every: int = 0, eval_batches: int = 4, init_from: str | None = None,
+          gin_config_str: str = "") -> dict:
+  """Trains until train_steps; returns the last logged metrics."""
+  sequence_length = max(task_feature_lengths.values())
+  vocab_path = vocab_path or os.path.join(corpus_dir, "spm.model")
+  primary = jax.process_index() == 0
+  os.makedirs(model_dir, exist_ok=True)
+  if primary and gin_config_str:
+    with open(os.path.join(model_dir, "config.gin"), "w") as f:
+      f.write(gin_config_str)
+
+  register_corpus(corpus_dir, vocab_path, budget_tokens=train_steps * batch_size * sequence_length,
+                  ul2_config=ul2_config)
+  vocabulary = get_vocabulary(vocab_path)
+  config = get_config(model_size, vocab_size=vocabulary.vocab_size, max_length=sequence_length,
+                      **(model_overrides or {}))
+  model = Decoder(config)
+  schedule = rsqrt_schedule(base_learning_rate, int(warmup_fraction * train_steps))
+  optimizer = adafactor(schedule, clip_global_norm)
+  mesh = sharding.make_mesh(*mesh_shape)
+  batch_sharding = NamedSharding(mesh, sharding.batch_spec())
+  abstract, state_shardings = _state_shardings(model, optimizer, mesh)
+
+  checkpointer = Checkpointer(os.path.join(model_dir, "checkpoints"), keep=keep_checkpoints)
+  writer = MetricsWriter(model_dir, primary)
+  with sharding.activation_sharding(mesh):
+    restored = checkpointer.restore_latest(abstract_with_shardings(abstract, state_shardings))
+    if restored:
+      state, progress, start = restored
+      print(f"resumed from step {start} in {checkpointer.directory}", flush=True)
+    else:
+      state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(seed)), out_shardings=state_shardings)()
+      progress, start = {"batches": 0}, 0
+      if init_from:  # fine-tuning: another run's parameters, a fresh optimizer and step 0
+        source = Checkpointer(init_from, async_save=False)
+        found = source.restore_latest(abstract_with_shardings(abstract, state_shardings))
+        if found is None:
+          raise FileNotFoundError(f"train.init_from: no checkpoint restores from {init_from!r}")
+        state = state.replace(params=found[0].params)
+        source.close()
+        print(f"initialised parameters from {init_from} step {found[2]}", flush=True)
+
+    step_fn = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer, z_loss=z_loss,
+                                        microbatches=microbatches),
+                      in_shardings=(state_shardings, batch_sharding), out_shardings=(state_shardings, None),
+                      donate_argnums=0)
+    eval_fn = jax.jit(functools.partial(eval_step, model=model), in_shardings=(state_shardings.params, batch_sharding))
+    batches = data.train_batches(mixture_or_task_name, sequence_length, batch_size, seed, progress["batches"])
+    eval_sets = {}
+    if eval_every:
+      for language in LANGUAGES:
+        try:
+          eval_sets[language.name] = data.validation_batches(language.task_name, sequence_length, batch_size,
+                                                             eval_batches)
+        except Exception:  # noqa: BLE001 - a language without this corpus's data or validation split
+          continue
+      eval_sets = {k: v for k, v in eval_sets.items() if v}
+
+    peak = matmul_ceiling(config.dtype) * jax.device_count()
+    model_flops = flops_per_token(config, sequence_length)
+    preemption = Preemption()
+    last, window_start, window_tokens = {}, time.perf_counter(), 0
+    run_start, run_start_step = time.perf_counter(), start
+    step = start
+    try:
+      while step < train_steps:
+        state, metrics = step_fn(state, _global_batch(next(batches), batch_sharding))
+        progress["batches"] += 1
+        step += 1
+        window_tokens += batch_size * sequence_length
+        stop = preemption.requested  # sampled once: a SIGTERM arriving later is handled next step
+        checkpoint_now = step % checkpoint_every == 0 or step == train_steps or stop
+        if step % log_every == 0 or checkpoint_now:
+          metrics = jax.device_get(metrics)  # the only host round trip: at log and checkpoint steps
+          loss = float(metrics["loss"])
+          if not math.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss} at step {step}: stopping; the last good checkpoint "
+                                     f"(step {max(checkpointer.steps(), default=None)}) is intact")
+          elapsed = time.perf_counter() - window_start
+          tokens_per_s = window_tokens / max(elapsed, 1e-9)
+          steps_per_s = (step - run_start_step) / max(time.perf_counter() - run_start, 1e-9)
+          last = {"loss": loss, "z_loss": float(metrics["z_loss"]), "grad_norm": float(metrics["grad_norm"]),
+                  "learning_rate": float(schedule(step - 1)), "tokens_per_second": tokens_per_s,
+                  "mfu": model_flops * tokens_per_s / peak}
+          writer.write(step, last)
+          if primary:
+            eta = (train_steps - step) / max(steps_per_s, 1e-9)
+            print(f"step {step}/{train_steps}  loss {loss:.4f}  lr {last['learning_rate']:.2e}  "
+                  f"grad norm {last['grad_norm']:.3f}  {tokens_per_s:,.0f} tokens/s  MFU {100 * last['mfu']:.1f}%  "
+                  f"ETA {eta / 60:.1f} min", flush=True)
+          window_start, window_tokens = time.perf_counter(), 0
+        if eval_sets and (step % eval_every == 0 or step == train_steps):
+          losses = {}
+          for language, eval_batches_ in eval_sets.items():
+            sums = [jax.device_get(eval_fn(state.params, _global_batch(b, batch_sharding))) for b in eval_batches_]
+            losses[f"validation/{language}"] = sum(float(s["loss_sum"]) for s in sums) / max(
+                sum(float(s["weight"]) for s in sums), 1.0)
+          writer.write(step, losses)
+          if primary:
+            print("  validation " + "  ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in losses.items()), flush=True)
+        if checkpoint_now:
+          checkpointer.save(step, state, dict(progress, step=step), force=True)
+        if stop:
+          print(f"SIGTERM: checkpoint at step {step} saved; exiting", flush=True)
+          break
+    finally:
+      checkpointer.close()
+      plot = writer.plot()
+      writer.close()
+  if primary:
+    print(f"checkpoints: {checkpointer.directory}\nmetrics: {writer.path}\nloss curve: {plot}", flush=True)
+  return last
+
+
+def parse_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+  """--gin_file=F (repeatable) and --gin.NAME=VALUE bindings (T5X's flags); anything else is an error."""
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--gin_file", action="append", default=[], help="gin file (repeatable; later wins)")
+  parser.add_argument("--gin_search_path", action="append", default=[], help="folders to resolve gin includes")
+  args, rest = parser.parse_known_args(argv)
+  bindings = []
+  for flag in rest:
+    if not flag.startswith("--gin.") or "=" not in flag:
+      parser.error(f"unrecognised flag {flag!r}: use --gin_file=F or --gin.NAME=VALUE")
+    name, value = flag[len("--gin."):].split("=", 1)
+    bindings.append(f"{name} = {value}")
+  for path in [os.path.dirname(os.path.abspath(__file__))] + args.gin_search_path:
+    gin.add_config_file_search_path(path)
+  return args.gin_file, bindings
+
+
+def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
+  """Files, then flag bindings. gin itself rejects unknown configurables and parameters; a flag that
+  sets a MACRO no file defines (a typo such as TRAIN_STEP) is rejected here, naming it."""
+  gin.parse_config_files_and_bindings(gin_files, [], finalize_config=False)
+  for binding in bindings:
+    name = binding.split("=", 1)[0].strip()
+    if "." not in name and "/" not in name:
+      try:
+        gin.query_parameter(f"%{name}")
+      except ValueError:
+        raise ValueError(f"--gin.{name}: no gin file defines the macro {name}") from None
+  gin.parse_config_files_and_bindings([], bindings, finalize_config=True)
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+  gin_files, bindings = parse_flags(sys.argv[1:] if argv is None else argv)
+  maybe_initialize_distributed()
+  parse_gin(gin_files, bindings)
+  return train(gin_config_str=gin.config_str())
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,67 @@
+"""Batches from a registered SeqIO task or mixture, sharded over hosts, resumable by batch count."""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+import jax
+import numpy as np
+import seqio
+import tensorflow as tf
+
+from objectives.ul2 import DecoderOnlyPrefixLMConverter
+
+
+def _tasks(name: str) -> list[seqio.Task]:
+  provider = seqio.get_mixture_or_task(name)
+  return provider.tasks if isinstance(provider, seqio.Mixture) else [provider]
+
+
+def is_prefix_lm(name: str) -> bool:
+  """UL2 tasks emit `inputs` and `targets`; plain language tasks only `targets`."""
+  return "inputs" in seqio.get_mixture_or_task(name).output_features
+
+
+def feature_lengths(name: str, sequence_length: int) -> dict[str, int]:
+  """TASK_FEATURE_LENGTHS for rows of `sequence_length` tokens (see DecoderOnlyPrefixLMConverter)."""
+  if is_prefix_lm(name):
+    return {"inputs": sequence_length, "targets": sequence_length}
+  return {"targets": sequence_length}
+
+
+def _dataset(name: str, sequence_length: int, batch_size: int, split: str, shuffle: bool, seed: int | None,
+             num_epochs: int | None) -> tf.data.Dataset:
+  converter = DecoderOnlyPrefixLMConverter(pack=True) if is_prefix_lm(name) else seqio.DecoderFeatureConverter(pack=True)
+  use_cached = all(task.cache_dir for task in _tasks(name))
+  dataset = seqio.get_dataset(
+      name, task_feature_lengths=feature_lengths(name, sequence_length), dataset_split=split, shuffle=shuffle,
+      num_epochs=num_epochs, shard_info=seqio.ShardInfo(jax.process_index(), jax.process_count()),
+      feature_converter=converter, use_cached=use_cached, seed=seed)
+  return dataset.batch(batch_size, drop_remainder=num_epochs is None)
+
+
+def train_batches(name: str, sequence_length: int, global_batch_size: int, seed: int,
+                  start_batch: int = 0) -> Iterator[Mapping[str, np.ndarray]]:
+  """This host's share of each global batch, endlessly; `start_batch` resumes where a run stopped.
+
+  The stream is a pure function of (name, lengths, batch size, seed, host), so skipping the batches
+  already consumed reproduces exactly the batches an uninterrupted run would have seen.
+  """
+  if global_batch_size % jax.process_count():
+    raise ValueError(f"batch size {global_batch_size} does not divide over {jax.process_count()} hosts")
+  per_host = global_batch_size // jax.process_count()
+  dataset = _dataset(name, sequence_length, per_host, "train", shuffle=True, seed=seed, num_epochs=None)
+  return dataset.skip(start_batch).prefetch(2).as_numpy_iterator()
+
+
+def validation_batches(name: str, sequence_length: int, batch_size: int, max_batches: int
+                       ) -> list[Mapping[str, np.ndarray]]:
+  """Up to max_batches of the validation split, in order (the same every time)."""
+  dataset = _dataset(name, sequence_length, batch_size, "validation", shuffle=False, seed=0, num_epochs=1)
+  batches = []
+  for batch in dataset.take(max_batches).as_numpy_iterator():
+    missing = batch_size - len(batch["decoder_input_tokens"])
+    if missing:  # pad the last batch with empty rows (zero loss weight)
+      batch = {k: np.concatenate([v, np.zeros((missing,) + v.shape[1:], v.dtype)]) for k, v in batch.items()}
+    batches.append(batch)
+  return batches
