@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_out
+# TensorFlow's and XLA's C++ INFO and WARNING lines would bury the demo's own output.
+export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: install test demo bench clean
 

@@ -24,7 +24,7 @@ import gin
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
 
 from model import sharding
 from model.config import get_config
@@ -38,7 +38,7 @@ from training import data
 from training.checkpoints import Checkpointer, abstract_with_shardings
 from training.metrics import MetricsWriter
 from training.optimizer import adafactor, rsqrt_schedule
-from training.step import TrainState, eval_step, init_params, init_state, train_step
+from training.step import eval_step, init_state, state_shardings, train_step
 from training.throughput import matmul_ceiling
 
 UL2Config = gin.external_configurable(UL2Config, module="codelm")
@@ -63,16 +63,6 @@ class Preemption:
   def _handle(self, signum, frame):
     del signum, frame
     self.requested = True
-
-
-def _state_shardings(model, optimizer, mesh):
-  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
-  specs = sharding.param_specs(boxed)
-  abstract = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
-  opt_specs = sharding.adafactor_state_specs(abstract.opt_state, abstract.params, specs)
-  shardings = TrainState(step=NamedSharding(mesh, P()), params=sharding.shardings(specs, mesh),
-                         opt_state=sharding.shardings(opt_specs, mesh))
-  return abstract, shardings
 
 
 def _global_batch(batch, batch_sharding):
@@ -108,21 +98,21 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
   optimizer = adafactor(schedule, clip_global_norm)
   mesh = sharding.make_mesh(*mesh_shape)
   batch_sharding = NamedSharding(mesh, sharding.batch_spec())
-  abstract, state_shardings = _state_shardings(model, optimizer, mesh)
+  abstract, shardings = state_shardings(model, optimizer, mesh)
 
   checkpointer = Checkpointer(os.path.join(model_dir, "checkpoints"), keep=keep_checkpoints)
   writer = MetricsWriter(model_dir, primary)
   with sharding.activation_sharding(mesh):
-    restored = checkpointer.restore_latest(abstract_with_shardings(abstract, state_shardings))
+    restored = checkpointer.restore_latest(abstract_with_shardings(abstract, shardings))
     if restored:
       state, progress, start = restored
       print(f"resumed from step {start} in {checkpointer.directory}", flush=True)
     else:
-      state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(seed)), out_shardings=state_shardings)()
+      state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(seed)), out_shardings=shardings)()
       progress, start = {"batches": 0}, 0
       if init_from:  # fine-tuning: another run's parameters, a fresh optimizer and step 0
         source = Checkpointer(init_from, async_save=False)
-        found = source.restore_latest(abstract_with_shardings(abstract, state_shardings))
+        found = source.restore_latest(abstract_with_shardings(abstract, shardings))
         if found is None:
           raise FileNotFoundError(f"train.init_from: no checkpoint restores from {init_from!r}")
         state = state.replace(params=found[0].params)
@@ -131,9 +121,9 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
 
     step_fn = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer, z_loss=z_loss,
                                         microbatches=microbatches),
-                      in_shardings=(state_shardings, batch_sharding), out_shardings=(state_shardings, None),
+                      in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None),
                       donate_argnums=0)
-    eval_fn = jax.jit(functools.partial(eval_step, model=model), in_shardings=(state_shardings.params, batch_sharding))
+    eval_fn = jax.jit(functools.partial(eval_step, model=model), in_shardings=(shardings.params, batch_sharding))
     batches = data.train_batches(mixture_or_task_name, sequence_length, batch_size, seed, progress["batches"])
     eval_sets = {}
     if eval_every:
@@ -162,9 +152,11 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
         if step % log_every == 0 or checkpoint_now:
           metrics = jax.device_get(metrics)  # the only host round trip: at log and checkpoint steps
           loss = float(metrics["loss"])
-          if not math.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss} at step {step}: stopping; the last good checkpoint "
-                                     f"(step {max(checkpointer.steps(), default=None)}) is intact")
+          bad = {k: float(metrics[k]) for k in ("loss", "grad_norm", "param_norm") if not math.isfinite(float(metrics[k]))}
+          if bad:
+            raise FloatingPointError(
+                f"non-finite {', '.join(f'{k} {v}' for k, v in bad.items())} at step {step}: stopped without "
+                f"saving; the last good checkpoint (step {max(checkpointer.steps(), default=None)}) is intact")
           elapsed = time.perf_counter() - window_start
           tokens_per_s = window_tokens / max(elapsed, 1e-9)
           steps_per_s = (step - run_start_step) / max(time.perf_counter() - run_start, 1e-9)
@@ -236,7 +228,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
   gin_files, bindings = parse_flags(sys.argv[1:] if argv is None else argv)
   maybe_initialize_distributed()
   parse_gin(gin_files, bindings)
-  return train(gin_config_str=gin.config_str())
+  try:
+    return train(gin_config_str=gin.config_str())
+  except FloatingPointError as error:
+    sys.exit(f"train.py: {error}")
 
 
 if __name__ == "__main__":

@@ -22,16 +22,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+from jax.sharding import NamedSharding  # noqa: E402
 
 from model import sharding  # noqa: E402
 from model.config import AttentionKernel, RematPolicy, SIZES, get_config  # noqa: E402
 from model.summary import flops_per_token  # noqa: E402
 from model.transformer import Decoder  # noqa: E402
 from training.optimizer import adafactor  # noqa: E402
-from training.step import init_params, init_state, train_step  # noqa: E402
+from training.step import init_state, state_shardings, train_step  # noqa: E402
 from training.throughput import matmul_ceiling  # noqa: E402
 
 
@@ -82,19 +81,14 @@ def main(argv=None) -> dict:
 
   model, optimizer = Decoder(config), adafactor(1e-2)
   mesh = sharding.make_mesh(*[int(x) for x in args.mesh.split(",")])
-  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
-  specs = sharding.param_specs(boxed)
-  abstract = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
-  state_shardings = type(abstract)(
-      step=NamedSharding(mesh, P()), params=sharding.shardings(specs, mesh),
-      opt_state=sharding.shardings(sharding.adafactor_state_specs(abstract.opt_state, abstract.params, specs), mesh))
+  _, state_shardings_ = state_shardings(model, optimizer, mesh)
   batch_sharding = NamedSharding(mesh, sharding.batch_spec())
 
   with sharding.activation_sharding(mesh):
-    state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=state_shardings)()
+    state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=state_shardings_)()
     batch = jax.device_put(synthetic_batch(args.batch, args.seq, config.vocab_size, args.documents_per_row), batch_sharding)
     step = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer),
-                   in_shardings=(state_shardings, batch_sharding), out_shardings=(state_shardings, None),
+                   in_shardings=(state_shardings_, batch_sharding), out_shardings=(state_shardings_, None),
                    donate_argnums=0)
     start = time.perf_counter()
     state, metrics = step(state, batch)

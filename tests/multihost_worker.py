@@ -21,12 +21,13 @@ import train as train_entry  # noqa: E402
 from model import sharding  # noqa: E402
 from model.config import get_config  # noqa: E402
 from model.transformer import Decoder  # noqa: E402
-from training.optimizer import adafactor  # noqa: E402
+from training.optimizer import adafactor
+from training.step import state_shardings  # noqa: E402
 from training.step import init_state, train_step  # noqa: E402
 
 model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
 mesh = sharding.make_mesh(-1, 1, 1)
-_, shardings = train_entry._state_shardings(model, optimizer, mesh)
+_, shardings = state_shardings(model, optimizer, mesh)
 batch_sharding = NamedSharding(mesh, sharding.batch_spec())
 rng = np.random.default_rng(0)
 tokens = rng.integers(3, 4096, (8, 32)).astype(np.int32)

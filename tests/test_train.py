@@ -21,6 +21,7 @@ from objectives import records, tasks
 from objectives.vocab import train_vocabulary
 from training.checkpoints import Checkpointer, abstract_with_shardings
 from training.optimizer import adafactor
+from training.step import state_shardings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
@@ -143,7 +144,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(corpus, tmp_path):
 
 
 def _state_on(mesh, model, optimizer):
-  abstract, shardings = train_entry._state_shardings(model, optimizer, mesh)
+  abstract, shardings = state_shardings(model, optimizer, mesh)
   return abstract, shardings
 
 
@@ -190,3 +191,22 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_previous(tmp_path):
       open(os.path.join(folder, name), "wb").close()
   restored = Checkpointer(str(tmp_path / "ckpt")).restore_latest(abstract_with_shardings(abstract, shardings))
   assert restored is not None and restored[2] == 1
+
+
+def test_a_non_finite_update_stops_the_run_and_keeps_the_last_good_checkpoint(corpus, tmp_path):
+  model_dir = str(tmp_path / "nan")
+  _run_in_process(_flags(corpus, model_dir, 2, "--gin.train.checkpoint_every=2"))
+  with pytest.raises(SystemExit, match=r"non-finite .* at step 3: stopped without saving; the last good checkpoint "
+                                       r"\(step 2\) is intact"):
+    _run_in_process(_flags(corpus, model_dir, 4, "--gin.train.checkpoint_every=1",
+                           "--gin.train.base_learning_rate=1e999"))  # an infinite learning rate
+  assert Checkpointer(os.path.join(model_dir, "checkpoints")).steps() == [2]
+
+
+def test_a_relative_model_dir_works(corpus, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  checkpointer = Checkpointer("relative/checkpoints", async_save=False)
+  import jax.numpy as jnp
+  checkpointer.save(1, {"a": jnp.ones(2)}, {"batches": 1}, force=True)
+  checkpointer.close()
+  assert Checkpointer("relative/checkpoints").steps() == [1]

@@ -5,43 +5,27 @@ mode tokens, that nothing is truncated, SeqIO packing through DecoderOnlyPrefixL
 and that the model trains on a packed UL2 batch.
 """
 
-import os
 
 import numpy as np
 import pytest
 import seqio
 import tensorflow as tf
 
-from objectives import mixtures, records, tasks
+import code_corpus
+from objectives import mixtures, tasks
 from objectives.ul2 import (DecoderOnlyPrefixLMConverter, SpanCorruption, UL2Config, num_noise_tokens_and_spans,
                             prefix_lm_split, random_spans_noise_mask, raw_lengths, span_corruption, ul2_objectives)
-from objectives.vocab import MODE_TOKENS, get_vocabulary, special_token_ids, train_vocabulary
+from objectives.vocab import MODE_TOKENS, special_token_ids
 
 SETTINGS = ((3.0, 0.15), (32.0, 0.5))  # (mean noise span length, noise density), as in UL2Config
 EXTRA_IDS = 100
 SEQ = 64  # short rows: many chunks per document, fast
 
-_WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
-          for b in ("Name", "Value", "Token", "Tree", "Node", "Index", "Count", "Path", "Item", "Block")]
-PY = ["".join(f"def {_WORDS[(i * 7 + j) % 100]}_{j}(x, y):\n    return x * {j} + y  # {_WORDS[j]}\n\n"
-              for j in range(1 + i % 5)) for i in range(40)]
-GO = ["package main\n\n" + "".join(f"func {_WORDS[(i * 3 + j) % 100]}{j}(n int) int {{\n\treturn n + {i * j}\n}}\n"
-                                   for j in range(3)) for i in range(25)]
-LONG_PY = "".join(f"value_{i} = {i} * 2  # line {i}\n" for i in range(300))
-
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
   root = str(tmp_path_factory.mktemp("ul2_corpus"))
-  for language, texts in (("python", PY + [LONG_PY]), ("go", GO)):
-    train = [records.encode(t, f"{language}/{i}") for i, t in enumerate(texts)]
-    records.write_shard(os.path.join(root, records.shard_name(language, "train", 0, 2)), train[::2])
-    records.write_shard(os.path.join(root, records.shard_name(language, "train", 1, 2)), train[1::2])
-    for shard in range(2):
-      records.write_shard(os.path.join(root, records.shard_name(language, "validation", shard, 2)),
-                          train[:1] if shard == 0 else [])
-  vocab_path = train_vocabulary(root, vocab_size=500, output=os.path.join(root, "spm.model"), extra_ids=EXTRA_IDS)
-  vocabulary = get_vocabulary(vocab_path, extra_ids=EXTRA_IDS)
+  _, vocabulary = code_corpus.build(root, extra_ids=EXTRA_IDS)
   names = tasks.register_tasks(root, vocabulary)
   ul2_names = tasks.register_ul2_tasks(names)
   mixtures.register_mixtures({name: 1000 for name in names}, budget_tokens=10_000, kinds=("natural",), suffix="_ul2")

@@ -4,6 +4,7 @@ that restores, onto whatever mesh the run has now (restoring with the target sha
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import jax
@@ -14,6 +15,8 @@ class Checkpointer:
   """Train state plus a small JSON of the run's progress (steps, batches consumed) per step."""
 
   def __init__(self, directory: str, keep: int = 3, async_save: bool = True):
+    if "://" not in directory:
+      directory = os.path.abspath(directory)  # orbax refuses relative paths
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
                                            create=True, cleanup_tmp_directories=True)
     self._manager = ocp.CheckpointManager(directory, options=options)

@@ -34,6 +34,21 @@ def init_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params))
 
 
+def state_shardings(model: Decoder, optimizer: optax.GradientTransformation, mesh) -> tuple[TrainState, TrainState]:
+  """(abstract TrainState, its NamedShardings on `mesh`) from the logical rules, allocating nothing."""
+  from jax.sharding import NamedSharding, PartitionSpec
+
+  from model import sharding
+
+  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
+  specs = sharding.param_specs(boxed)
+  abstract = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
+  opt_specs = sharding.adafactor_state_specs(abstract.opt_state, abstract.params, specs)
+  shardings = TrainState(step=NamedSharding(mesh, PartitionSpec()), params=sharding.shardings(specs, mesh),
+                         opt_state=sharding.shardings(opt_specs, mesh))
+  return abstract, shardings
+
+
 def logits_for_batch(model: Decoder, params: Any, batch: Batch) -> jax.Array:
   logits, _ = model.apply({"params": params}, batch["decoder_input_tokens"],
                           positions=batch.get("decoder_positions"),
@@ -87,7 +102,8 @@ def train_step(state: TrainState, batch: Batch, *, model: Decoder, optimizer: op
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   metrics = {"loss": loss, "z_loss": sums.z_loss / jnp.maximum(sums.weight, 1.0),
-             "target_tokens": sums.weight, "grad_norm": optax.tree.norm(grads)}
+             "target_tokens": sums.weight, "grad_norm": optax.tree.norm(grads),
+             "param_norm": optax.tree.norm(params)}  # non-finite: the update itself went bad
   return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
 
