@@ -138,12 +138,13 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
     peak = matmul_ceiling(config.dtype) * jax.device_count()
     model_flops = flops_per_token(config, sequence_length)
     preemption = Preemption()
-    last, window_start, window_tokens = {}, time.perf_counter(), 0
+    last, window_start, window_tokens, window_start_step, window_loss = {}, time.perf_counter(), 0, start, 0.0
     run_start, run_start_step = time.perf_counter(), start
     step = start
     try:
       while step < train_steps:
         state, metrics = step_fn(state, _global_batch(next(batches), batch_sharding))
+        window_loss = window_loss + metrics["loss"]  # stays on device: no host round trip per step
         progress["batches"] += 1
         step += 1
         window_tokens += batch_size * sequence_length
@@ -151,7 +152,8 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
         checkpoint_now = step % checkpoint_every == 0 or step == train_steps or stop
         if step % log_every == 0 or checkpoint_now:
           metrics = jax.device_get(metrics)  # the only host round trip: at log and checkpoint steps
-          loss = float(metrics["loss"])
+          metrics["loss"] = float(window_loss) / (step - window_start_step)  # mean over the window
+          loss = metrics["loss"]
           bad = {k: float(metrics[k]) for k in ("loss", "grad_norm", "param_norm") if not math.isfinite(float(metrics[k]))}
           if bad:
             raise FloatingPointError(
@@ -162,6 +164,7 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
           steps_per_s = (step - run_start_step) / max(time.perf_counter() - run_start, 1e-9)
           last = {"loss": loss, "z_loss": float(metrics["z_loss"]), "grad_norm": float(metrics["grad_norm"]),
                   "learning_rate": float(schedule(step - 1)), "tokens_per_second": tokens_per_s,
+                  "param_norm": float(metrics["param_norm"]),
                   "mfu": model_flops * tokens_per_s / peak}
           writer.write(step, last)
           if primary:
@@ -169,7 +172,7 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
             print(f"step {step}/{train_steps}  loss {loss:.4f}  lr {last['learning_rate']:.2e}  "
                   f"grad norm {last['grad_norm']:.3f}  {tokens_per_s:,.0f} tokens/s  MFU {100 * last['mfu']:.1f}%  "
                   f"ETA {eta / 60:.1f} min", flush=True)
-          window_start, window_tokens = time.perf_counter(), 0
+          window_start, window_tokens, window_start_step, window_loss = time.perf_counter(), 0, step, 0.0
         if eval_sets and (step % eval_every == 0 or step == train_steps):
           losses = {}
           for language, eval_batches_ in eval_sets.items():
