@@ -24,6 +24,7 @@ import gin
 import jax
 import jax.numpy as jnp
 import numpy as np
+import seqio
 from jax.sharding import NamedSharding
 
 from model import sharding
@@ -127,13 +128,12 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
     batches = data.train_batches(mixture_or_task_name, sequence_length, batch_size, seed, progress["batches"])
     eval_sets = {}
     if eval_every:
-      for language in LANGUAGES:
-        try:
+      registered = set(seqio.TaskRegistry.names())
+      for language in LANGUAGES:  # causal-LM loss on each language's validation split, as the paper compares
+        if language.task_name in registered:
           eval_sets[language.name] = data.validation_batches(language.task_name, sequence_length, batch_size,
                                                              eval_batches)
-        except Exception:  # noqa: BLE001 - a language without this corpus's data or validation split
-          continue
-      eval_sets = {k: v for k, v in eval_sets.items() if v}
+      eval_sets = {k: v for k, v in eval_sets.items() if v}  # languages with no validation files
 
     peak = matmul_ceiling(config.dtype) * jax.device_count()
     model_flops = flops_per_token(config, sequence_length)
