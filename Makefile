@@ -34,10 +34,12 @@ demo: install
 	$(BIN)/python -m objectives.mixtures --corpus $(DEMO_CORPUS) --train_steps 300 --batch_size 8 \
 	    --sequence_length 256 --plot $(DEMO_DIR)/mixtures.png
 	$(BIN)/python -m model.summary --size mini
-	rm -rf $(DEMO_DIR)/run
+	rm -rf $(DEMO_DIR)/run $(DEMO_DIR)/predictions.jsonl
 	$(BIN)/python train.py --gin_file=gin_configs/runs/demo.gin --gin.MODEL_DIR="'$(DEMO_DIR)/run'" \
 	    --gin.CORPUS_DIR="'$(DEMO_CORPUS)'" --gin.TRAIN_STEPS=$(DEMO_STEPS)
-	@echo "demo outputs in $(DEMO_DIR)/: corpus/ (shards, stats.json, spm.model, SeqIO cache), mixtures.png, run/"
+	$(BIN)/python sample.py --checkpoint=$(DEMO_DIR)/run --prompts=sampling/demo_prompts.jsonl \
+	    --output=$(DEMO_DIR)/predictions.jsonl --num_samples=4 --max_decode_length=96 --show=1
+	@echo "demo outputs in $(DEMO_DIR)/: corpus/ (shards, stats.json, spm.model, SeqIO cache), mixtures.png, run/, predictions.jsonl"
 
 bench: install
 	$(BIN)/python bench/train_step.py --size small --seq 512 --batch 8

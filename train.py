@@ -38,6 +38,7 @@ from objectives.vocab import get_vocabulary
 from training import data
 from training.checkpoints import Checkpointer, abstract_with_shardings
 from training.metrics import MetricsWriter
+from training.run_info import write_run_info
 from training.optimizer import adafactor, rsqrt_schedule
 from training.step import eval_step, init_state, state_shardings, train_step
 from training.throughput import matmul_ceiling
@@ -95,6 +96,8 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
   config = get_config(model_size, vocab_size=vocabulary.vocab_size, max_length=sequence_length,
                       **(model_overrides or {}))
   model = Decoder(config)
+  if primary:  # what sample.py needs to rebuild the model without this run's gin files
+    write_run_info(model_dir, config, vocab_path)
   schedule = rsqrt_schedule(base_learning_rate, int(warmup_fraction * train_steps))
   optimizer = adafactor(schedule, clip_global_norm)
   mesh = sharding.make_mesh(*mesh_shape)

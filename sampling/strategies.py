@@ -1,0 +1,138 @@
+"""Sampling strategies: next-token logits [B, V] in, tokens [B] out.
+
+Small pure functions, in the style of Gemma's pluggable sampler strategies: the configuration
+(temperature, top_p, top_k) is static Python numbers known at trace time, and nothing branches in
+Python on a traced value, so `jax.jit(sample_tokens, static_argnames=STATIC_ARGNAMES)` compiles one
+program per configuration.
+
+Order of operations in `sample_tokens`, all in float32:
+  1. temperature == 0 -> greedy argmax (no randomness, top-k / top-p ignored);
+  2. logits / temperature;
+  3. top-k (k = 0 is off): keep the k most likely tokens;
+  4. top-p (1.0 is off): nucleus sampling (Holtzman et al. 2019, "The Curious Case of Neural Text
+     Degeneration", §3.1) over the distribution left by steps 2-3, renormalised;
+  5. one categorical draw per row.
+
+Defaults are T 0.8, top-p 0.95, top-k off. Unlike t5x's temperature_sample (whose top-k defaults to
+1, i.e. silently greedy, and which refuses top-k with top-p; shared/REFERENCE.md, "Traps"), top-k
+and top-p may be combined.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+DEFAULT_TEMPERATURE = 0.8
+DEFAULT_TOP_P = 0.95
+DEFAULT_TOP_K = 0  # 0 = off.
+
+# The arguments of `sample_tokens` that must be static under jax.jit.
+STATIC_ARGNAMES = ("temperature", "top_p", "top_k")
+
+# A prefix of the sorted distribution whose float32 sum is within this of top_p counts as having
+# reached it. Without it, probabilities such as [0.5, 0.3, ...] with top_p = 0.8 would keep 2 or 3
+# tokens depending on how softmax happens to round (0.5 + 0.3 may come out as 0.79999995). The mass
+# this can move is at most ~1e-6, far below any sampling effect.
+_TOP_P_ROUNDING_TOLERANCE = 1e-6
+
+
+def _check_logits(logits: jax.Array) -> None:
+  if logits.ndim != 2:
+    raise ValueError(f"logits must be [batch, vocab], got shape {logits.shape}")
+
+
+def _check_temperature(temperature: float) -> None:
+  # `not temperature >= 0` also rejects NaN.
+  if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+      temperature >= 0 and math.isfinite(temperature)):
+    raise ValueError(f"temperature must be a finite Python number >= 0, got {temperature!r}")
+
+
+def _check_top_p(top_p: float) -> None:
+  if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+    raise ValueError(f"top_p must be a Python number in (0, 1], got {top_p!r}")
+
+
+def _check_top_k(top_k: int) -> None:
+  if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+    raise ValueError(f"top_k must be a Python int >= 0 (0 = off), got {top_k!r}")
+
+
+def _scatter_to_vocab(order: jax.Array, values: jax.Array, vocab: int) -> jax.Array:
+  """order [B, n] token ids, values [B, n] bool -> [B, V] bool, False where order has no entry."""
+  rows = jnp.arange(order.shape[0])[:, None]
+  return jnp.zeros((order.shape[0], vocab), dtype=bool).at[rows, order].set(values)
+
+
+def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
+  """logits [B, V] -> bool [B, V]: True for the k most likely tokens of each row.
+
+  Exactly min(k, V) tokens are kept per row: among tied logits the lower token id wins (the order
+  `jax.lax.top_k` returns). k = 0 means off: everything is kept.
+  """
+  _check_logits(logits)
+  _check_top_k(k)
+  vocab = logits.shape[-1]
+  if k == 0 or k >= vocab:
+    return jnp.ones(logits.shape, dtype=bool)
+  _, order = jax.lax.top_k(logits.astype(jnp.float32), k)  # [B, k]
+  return _scatter_to_vocab(order, jnp.ones(order.shape, dtype=bool), vocab)
+
+
+def nucleus_mask(logits: jax.Array, top_p: float) -> jax.Array:
+  """logits [B, V] -> bool [B, V]: True for the tokens in each row's top-p nucleus.
+
+  The nucleus is the smallest set of most likely tokens whose cumulative probability reaches top_p
+  (Holtzman et al.): with tokens sorted by descending probability, token i is kept iff the mass of
+  the tokens before it is still below top_p, so the token whose addition crosses top_p is included.
+  The top-1 token is always kept. Probabilities are softmax(logits) in float32, so tokens already
+  set to -inf (e.g. by top-k) have zero mass and the nucleus is taken over the renormalised rest.
+
+  Boundaries:
+    - a prefix that reaches top_p exactly stops the nucleus there: probabilities
+      [0.5, 0.3, 0.15, 0.05] with top_p = 0.8 keep 2 tokens, also when the float32 prefix sum
+      rounds a hair below 0.8 (a 1e-6 tolerance, `_TOP_P_ROUNDING_TOLERANCE`);
+    - ties are broken by sorted order, which is stable: among equally likely tokens the lower token
+      id comes first, so at the boundary the lower ids are kept and the higher ones dropped.
+  top_p = 1.0 means off: everything is kept.
+  """
+  _check_logits(logits)
+  _check_top_p(top_p)
+  if top_p == 1.0:
+    # Not just an optimisation: a cumulative sum that rounds to 1.0 early would drop tail tokens.
+    return jnp.ones(logits.shape, dtype=bool)
+  logits = logits.astype(jnp.float32)
+  order = jnp.argsort(-logits, axis=-1, stable=True)  # [B, V], most likely first
+  sorted_probs = jax.nn.softmax(jnp.take_along_axis(logits, order, axis=-1), axis=-1)
+  mass_before = jnp.cumsum(sorted_probs, axis=-1) - sorted_probs  # exclusive cumsum, [B, V]
+  keep_sorted = mass_before < top_p - _TOP_P_ROUNDING_TOLERANCE
+  keep_sorted = keep_sorted.at[:, 0].set(True)  # a row always keeps its most likely token
+  return _scatter_to_vocab(order, keep_sorted, logits.shape[-1])
+
+
+def sample_tokens(logits: jax.Array, key: jax.Array, temperature: float,
+                  top_p: float = 1.0, top_k: int = 0) -> jax.Array:
+  """logits [B, V] (any float dtype), key a PRNG key -> tokens [B] int32.
+
+  temperature == 0 is greedy (argmax; key, top_p and top_k unused). Otherwise the float32 logits are
+  divided by temperature, restricted to the top_k most likely tokens (0 = off), then to the top_p
+  nucleus of that renormalised distribution (1.0 = off), and one token is drawn per row. Rows are
+  independent draws from the one key. temperature, top_p and top_k must be static under jit
+  (`STATIC_ARGNAMES`).
+  """
+  _check_logits(logits)
+  _check_temperature(temperature)
+  _check_top_p(top_p)
+  _check_top_k(top_k)
+  logits = logits.astype(jnp.float32)
+  if temperature == 0:
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  logits = logits / temperature
+  # top-k first, then the nucleus of what is left: masking to -inf makes nucleus_mask's softmax
+  # renormalise over the top-k tokens.
+  logits = jnp.where(top_k_mask(logits, top_k), logits, -jnp.inf)
+  logits = jnp.where(nucleus_mask(logits, top_p), logits, -jnp.inf)
+  return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)

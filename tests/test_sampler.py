@@ -1,0 +1,142 @@
+"""The sampler: cached decoding, reproducibility, stop sequences, and sample.py's files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import flax.linen as nn
+import gin
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import code_corpus
+import sample as sample_entry
+from model.config import get_config
+from model.transformer import Decoder
+from objectives import tasks
+from sampling.sampler import Sampler, SamplingConfig
+from sampling.stops import cut_index, default_stops
+from training.step import init_params
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("sampler_corpus"))
+  vocab_path, vocabulary = code_corpus.build(root)
+  model = Decoder(get_config("tiny", vocab_size=vocabulary.vocab_size, max_length=128))
+  params = nn.unbox(init_params(model, jax.random.key(0)))
+  code_id = vocabulary.tokenizer.piece_to_id("[code]")
+  return root, vocab_path, vocabulary, model, params, code_id
+
+
+def test_greedy_with_the_cache_equals_greedy_by_recomputation(setup):
+  _, _, vocabulary, model, params, code_id = setup
+  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[-1])  # no end token: 32 full steps
+  config = SamplingConfig(temperature=0.0, max_decode_length=32, chunk_length=8)
+  prompts = ["def get", "package main\n\nfunc F"]
+  cached = sampler.sample(prompts, 1, config, seed=0)
+  for prompt, (completion,) in zip(prompts, cached):
+    ids = [code_id] + list(vocabulary.encode(prompt))
+    for _ in range(32):
+      logits, _ = model.apply({"params": params}, jnp.asarray([ids]))
+      ids.append(int(jnp.argmax(logits[0, -1])))
+    assert completion.num_tokens == 32 and completion.finish_reason == "length"
+    assert completion.text == vocabulary.decode(ids[-32:])
+
+
+def test_samples_differ_and_the_seed_reproduces_them(setup):
+  _, _, vocabulary, model, params, code_id = setup
+  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[vocabulary.tokenizer.piece_to_id("[eod]")])
+  config = SamplingConfig(max_decode_length=24)
+  first = sampler.sample(["def load", ""], 4, config, seed=3)
+  again = sampler.sample(["def load", ""], 4, config, seed=3)
+  other = sampler.sample(["def load", ""], 4, config, seed=4)
+  texts = lambda result: [[c.text for c in completions] for completions in result]  # noqa: E731
+  assert texts(first) == texts(again) and texts(first) != texts(other)
+  assert len(set(texts(first)[0])) > 1  # the n samples of one prompt differ
+  assert len(first[1]) == 4  # an empty prompt samples from [code] alone
+
+
+def test_stop_sequences_cut_before_the_stop_even_across_token_boundaries(setup):
+  _, _, vocabulary, model, params, code_id = setup
+  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[-1])
+  text = "    return x + 1\ndef other(y):\n    pass\n"
+  ids = np.asarray(vocabulary.encode(text))
+  assert len(ids) > 4 and vocabulary.decode(ids.tolist()) == text
+  completion = sampler._completion(ids, len(ids), False, default_stops("Python"))
+  assert completion.text == "    return x + 1" and completion.finish_reason == "stop"
+  assert vocabulary.decode(ids[:completion.num_tokens].tolist()).startswith(completion.text)
+  # Brace languages keep the closing brace.
+  assert cut_index("  return 1;\n}\nint g() {", default_stops("Java")) == len("  return 1;\n}")
+  assert cut_index("no stop here", ["\ndef "]) == -1
+
+
+def test_prompt_files_errors_name_the_line(tmp_path):
+  path = tmp_path / "prompts.jsonl"
+  path.write_text('{"qid": "a", "language": "Python", "prompt": "x"}\n{"qid": "b", "language": "Python"\n')
+  with pytest.raises(ValueError, match=r"prompts.jsonl:2: not valid JSON"):
+    sample_entry.read_prompts(str(path))
+  path.write_text('{"qid": "a", "language": "Python"}\n')
+  with pytest.raises(ValueError, match=r":1: .*missing \['prompt'\]"):
+    sample_entry.read_prompts(str(path))
+
+
+def test_long_prompts_keep_their_end(setup):
+  _, _, vocabulary, model, params, code_id = setup
+  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[-1])
+  ids, truncated = sampler.encode_prompt("x = 1\n" * 200, max_prompt_tokens=50)
+  assert truncated and len(ids) == 50 and ids == ([code_id] + list(vocabulary.encode("x = 1\n" * 200)))[-50:]
+
+
+def test_help_shows_the_benchmark_defaults():
+  out = subprocess.run([sys.executable, "sample.py", "--help"], cwd=ROOT, capture_output=True, text=True).stdout
+  assert "default: 0.8" in out and "default: 0.95" in out and "default: 0" in out
+
+
+def _trained_run(root, model_dir):
+  gin.clear_config()
+  cwd = os.getcwd()
+  os.chdir(ROOT)
+  try:
+    import train as train_entry
+    tasks.cache_tasks(root, os.path.join(root, "spm.model"))
+    train_entry.main(["--gin_file=gin_configs/runs/demo.gin", f"--gin.MODEL_DIR='{model_dir}'",
+                      f"--gin.CORPUS_DIR='{root}'", "--gin.MODEL_SIZE='tiny'", "--gin.TRAIN_STEPS=2",
+                      "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 64}", "--gin.train.eval_every=0"])
+  finally:
+    os.chdir(cwd)
+    gin.clear_config()
+
+
+def test_killed_and_rerun_every_sample_exactly_once(setup, tmp_path):
+  root = setup[0]
+  model_dir = str(tmp_path / "run")
+  _trained_run(root, model_dir)
+  prompts = tmp_path / "prompts.jsonl"
+  with open(prompts, "w") as f:
+    for i in range(12):
+      f.write(json.dumps({"qid": f"q{i}", "language": "Python", "prompt": f"def f{i}(x):\n", "extra": i}) + "\n")
+  output = str(tmp_path / "predictions.jsonl")
+  argv = [sys.executable, "sample.py", f"--checkpoint={model_dir}", f"--prompts={prompts}", f"--output={output}",
+          "--num_samples=3", "--max_decode_length=16", "--batch_size=2"]
+  env = dict(os.environ, XLA_FLAGS="")
+  process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.time() + 240
+  while time.time() < deadline and not (os.path.exists(output) and os.path.getsize(output) > 0):
+    time.sleep(0.05)
+  process.send_signal(signal.SIGKILL)
+  process.wait(60)
+  rerun = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+  records = [json.loads(line) for line in open(output)]
+  keys = [(r["qid"], r["sample_id"]) for r in records]
+  assert sorted(keys) == sorted((f"q{i}", s) for i in range(12) for s in range(3))
+  assert all({"code", "finish_reason", "num_tokens", "language"} <= set(r) and r["extra"] == int(r["qid"][1:])
+             for r in records)
