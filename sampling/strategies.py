@@ -37,6 +37,7 @@ STATIC_ARGNAMES = ("temperature", "top_p", "top_k")
 # tokens depending on how softmax happens to round (0.5 + 0.3 may come out as 0.79999995). The mass
 # this can move is at most ~1e-6, far below any sampling effect.
 _TOP_P_ROUNDING_TOLERANCE = 1e-6
+_NUCLEUS_CANDIDATES = 1024  # candidates for nucleus_mask's fast path
 
 
 def _check_logits(logits: jax.Array) -> None:
@@ -105,6 +106,27 @@ def nucleus_mask(logits: jax.Array, top_p: float) -> jax.Array:
     # Not just an optimisation: a cumulative sum that rounds to 1.0 early would drop tail tokens.
     return jnp.ones(logits.shape, dtype=bool)
   logits = logits.astype(jnp.float32)
+  vocab = logits.shape[-1]
+  if vocab <= _NUCLEUS_CANDIDATES:
+    return _nucleus_by_sort(logits, top_p)
+  # Fast path, same result: a full sort of [B, V] costs ~10x lax.top_k of 1024 candidates on CPU.
+  # When every row's nucleus lies inside its top candidates (the usual case for a trained model),
+  # the nucleus computed on them is exact; otherwise fall back to the full sort.
+  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+  top_logits, top_ids = jax.lax.top_k(logits, _NUCLEUS_CANDIDATES)  # ties: lower id first, as the sort
+  top_probs = jnp.exp(top_logits - log_z)
+  reached = jnp.cumsum(top_probs, axis=-1)
+  inside = jnp.all(reached[:, -1] >= top_p - _TOP_P_ROUNDING_TOLERANCE)
+
+  def from_candidates():
+    keep = (reached - top_probs) < top_p - _TOP_P_ROUNDING_TOLERANCE
+    return _scatter_to_vocab(top_ids, keep.at[:, 0].set(True), vocab)
+
+  return jax.lax.cond(inside, from_candidates, lambda: _nucleus_by_sort(logits, top_p))
+
+
+def _nucleus_by_sort(logits: jax.Array, top_p: float) -> jax.Array:
+  """nucleus_mask by a full stable sort of each row (float32 logits)."""
   order = jnp.argsort(-logits, axis=-1, stable=True)  # [B, V], most likely first
   sorted_probs = jax.nn.softmax(jnp.take_along_axis(logits, order, axis=-1), axis=-1)
   mass_before = jnp.cumsum(sorted_probs, axis=-1) - sorted_probs  # exclusive cumsum, [B, V]

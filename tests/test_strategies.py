@@ -231,3 +231,15 @@ def test_bad_mask_arguments_raise():
     top_k_mask(logits, -3)
   with pytest.raises(ValueError, match="logits"):
     sample_tokens(jnp.zeros((5,)), jax.random.key(0), 0.8)
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 8.0])
+def test_the_fast_candidate_path_gives_the_full_sort_result(scale):
+  # 4096 tokens: peaked rows (nucleus inside the top 1024) and flat rows (the full-sort fallback).
+  from sampling import strategies
+
+  logits = jax.random.normal(jax.random.key(7), (6, 4096)) * scale
+  for top_p in (0.5, 0.9, 0.95):
+    fast = strategies.nucleus_mask(logits, top_p)
+    slow = strategies._nucleus_by_sort(logits.astype(jnp.float32), top_p)
+    np.testing.assert_array_equal(np.asarray(fast), np.asarray(slow))
