@@ -30,9 +30,9 @@ def feature_lengths(name: str, sequence_length: int) -> dict[str, int]:
 
 
 def _dataset(name: str, sequence_length: int, batch_size: int, split: str, shuffle: bool, seed: int | None,
-             num_epochs: int | None) -> tf.data.Dataset:
+             num_epochs: int | None, use_cached: bool = True) -> tf.data.Dataset:
   converter = DecoderOnlyPrefixLMConverter(pack=True) if is_prefix_lm(name) else seqio.DecoderFeatureConverter(pack=True)
-  use_cached = all(task.cache_dir for task in _tasks(name))
+  use_cached = use_cached and all(task.cache_dir for task in _tasks(name))
   dataset = seqio.get_dataset(
       name, task_feature_lengths=feature_lengths(name, sequence_length), dataset_split=split, shuffle=shuffle,
       num_epochs=num_epochs, shard_info=seqio.ShardInfo(jax.process_index(), jax.process_count()),
@@ -57,7 +57,9 @@ def train_batches(name: str, sequence_length: int, global_batch_size: int, seed:
 def validation_batches(name: str, sequence_length: int, batch_size: int, max_batches: int
                        ) -> list[Mapping[str, np.ndarray]]:
   """Up to max_batches of the validation split, in order (the same every time)."""
-  dataset = _dataset(name, sequence_length, batch_size, "validation", shuffle=False, seed=0, num_epochs=1)
+  # Uncached: validation sets are small, and SeqIO's cache of an empty split has no usable info.
+  dataset = _dataset(name, sequence_length, batch_size, "validation", shuffle=False, seed=0, num_epochs=1,
+                     use_cached=False)
   batches = []
   for batch in dataset.take(max_batches).as_numpy_iterator():
     missing = batch_size - len(batch["decoder_input_tokens"])
