@@ -8,7 +8,7 @@ import seqio
 
 import code_corpus
 from code_corpus import GO, LONG_PY, PY
-from objectives import mixtures, tasks
+from objectives import mixtures, records, tasks
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +93,17 @@ def test_mixtures_register_with_rates_and_draw_a_plot(corpus, tmp_path):
   assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   with pytest.raises(ValueError, match="unknown mixture kind"):
     mixtures.mixture_rates("unimax", counts, 10)
+
+
+def test_validation_batches_of_an_empty_cached_split_are_empty(tmp_path):
+  from training import data
+
+  root = str(tmp_path / "corpus")
+  vocab_path, _ = code_corpus.build(root)
+  for shard in range(2):  # go keeps training files but no validation ones
+    records.write_shard(os.path.join(root, records.shard_name("go", "validation", shard, 2)), [])
+  tasks.cache_tasks(root, vocab_path)
+  mixtures.register_corpus(root, vocab_path, budget_tokens=10_000)
+  assert data.validation_batches("code_go", 64, 4, max_batches=2) == []
+  python = data.validation_batches("code_python", 64, 4, max_batches=2)
+  assert python and python[0]["decoder_input_tokens"].shape == (4, 64)
