@@ -80,7 +80,6 @@ def batches(items: list, size: int) -> Iterator[list]:
 
 def load_sampler(model_dir: str):
   """A Sampler for the newest checkpoint of a run (or a specific `…/checkpoints/STEP` folder)."""
-  import jax
 
   from model import sharding
   from model.transformer import Decoder

@@ -22,7 +22,6 @@ from typing import Sequence
 
 import gin
 import jax
-import jax.numpy as jnp
 import numpy as np
 import seqio
 from jax.sharding import NamedSharding

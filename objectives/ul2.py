@@ -26,7 +26,6 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from objectives.vocab import MODE_TOKENS
 
 
 @dataclasses.dataclass(frozen=True)
