@@ -1,0 +1,1 @@
+"""Benchmarks: prompts, sandboxed scoring with pass@k, and the scaling-ablation runner."""

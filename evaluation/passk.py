@@ -1,0 +1,39 @@
+"""The unbiased pass@k estimator of Chen et al. (2021), in its numerically stable form.
+
+For one problem with n samples of which c are correct, pass@k = 1 - C(n-c, k) / C(n, k): the
+chance that k samples drawn without replacement from the n contain a correct one. The binomials
+overflow for n = 200, so we use 1 - prod_{i=n-c+1}^{n} (1 - k / i), which equals it exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+DEFAULT_KS = (1, 10, 100)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+  """Unbiased pass@k for one problem: n samples, c correct, k drawn."""
+  if not 0 <= c <= n:
+    raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+  if not 1 <= k <= n:
+    raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+  if n - c < k:  # every draw of k samples contains a correct one
+    return 1.0
+  return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def mean_pass_at_k(counts: Mapping[str, tuple[int, int]],
+                   ks: Iterable[int] = DEFAULT_KS) -> dict[str, float]:
+  """Mean pass@k over problems, for each k no larger than every problem's n.
+
+  `counts` maps a problem id to (n, c). A k larger than some problem's n is left out, as
+  Chen et al. do, rather than reported for a subset of problems.
+  """
+  if not counts:
+    return {}
+  min_n = min(n for n, _ in counts.values())
+  return {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts.values()]))
+          for k in ks if k <= min_n}
