@@ -15,13 +15,16 @@ from model.config import AttentionKernel, ModelConfig, RematPolicy
 from model.layers import LayerNorm, MultiQueryAttention, SwiGLU, causal_mask, constrain
 
 Array = jax.Array
-KVCache = dict[str, Array]  # {"k": [L, B, S, K], "v": [L, B, S, K]}: one K/V head per layer (MQA)
+# {"k": (L arrays [B, S, K]), "v": (same)}: one K/V head per layer (MQA). One buffer per layer rather
+# than one [L, B, S, K] array: each decode step then writes every layer's slots in place, where slicing
+# layers out of a stacked array (and stacking them back) copies the whole cache per token.
+KVCache = dict[str, tuple[Array, ...]]
 
 
 def init_cache(config: ModelConfig, batch_size: int, max_length: int | None = None) -> KVCache:
   """An empty KV cache: plain data that decoding functions take and return."""
-  shape = (config.num_layers, batch_size, max_length or config.max_length, config.head_dim)
-  return {"k": jnp.zeros(shape, config.dtype), "v": jnp.zeros(shape, config.dtype)}
+  shape = (batch_size, max_length or config.max_length, config.head_dim)
+  return {name: tuple(jnp.zeros(shape, config.dtype) for _ in range(config.num_layers)) for name in ("k", "v")}
 
 
 def attention_mask(segment_ids: Array | None, causal_attention: Array | None, length: int) -> Array:
@@ -111,14 +114,17 @@ class Decoder(nn.Module):
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
     if cache is not None:
-      mask = cache_mask(positions, cache["k"].shape[2])
+      mask = cache_mask(positions, cache["k"][0].shape[1])
     elif segment_ids is None and causal_attention is None:
       mask = None  # plain causal: built inside attention, or skipped entirely by a fused kernel
     else:
       mask = attention_mask(segment_ids, causal_attention, length)
     x = jnp.take(self.embedding, tokens, axis=0).astype(cfg.dtype)
     x = constrain(x, ("act_batch", "act_length", "act_embed"))
-    x, cache = self.layers(x, positions, mask, cache)
+    if cache is None:
+      x, _ = self.layers(x, positions, mask, None)
+    else:
+      x, cache = self._cached_layers(x, positions, mask, cache)
     x = self.final_norm(x)
     # Shared embedding as the output layer, scaled by 1/sqrt(d_model) (PaLM §2).
     # f32 accumulation and output: the softmax over 64k logits needs it even under bf16 compute.
@@ -127,3 +133,21 @@ class Decoder(nn.Module):
                         preferred_element_type=jnp.float32) * (cfg.d_model ** -0.5)
     logits = constrain(logits.reshape(batch, length, cfg.vocab_size), ("act_batch", "act_length", "act_vocab"))
     return logits, cache
+
+  def _cached_layers(self, x: Array, positions: Array, mask: Array, cache: KVCache) -> tuple[Array, KVCache]:
+    """The layers unrolled for cached decoding, layer i reading and writing its own cache buffer.
+
+    The scanned layers would slice each layer's cache out of a stacked array and stack the updated
+    slices again: two copies of the whole cache per token, which dominated decode time on CPU.
+    """
+    cfg = self.config
+    layer_params = nn.meta.unbox(self.variables["params"]["layers"])  # [L, ...] leaves, as nn.scan made them
+    block = ParallelBlock(cfg.num_heads, cfg.head_dim, cfg.d_ff, cfg.rope_max_wavelength, cfg.norm_eps, cfg.dtype,
+                          cfg.param_dtype, cfg.attention_kernel, parent=None)
+    new = {"k": [], "v": []}
+    for layer in range(cfg.num_layers):
+      x, layer_cache = block.apply({"params": jax.tree.map(lambda p: p[layer], layer_params)}, x, positions, mask,
+                                   {"k": cache["k"][layer], "v": cache["v"][layer]})
+      for name in new:
+        new[name].append(layer_cache[name])
+    return x, {name: tuple(buffers) for name, buffers in new.items()}

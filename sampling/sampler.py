@@ -74,7 +74,7 @@ class Sampler:
     batch, prompt_len = prompts.shape
     cache = init_cache(self.model.config, batch, prompt_len + config.max_decode_length)
     logits, cache = prefill(self.model, params, prompts, lengths, cache)
-    cache = jax.tree.map(lambda c: jnp.repeat(c, num_samples, axis=1), cache)  # [L, P*n, S, K]
+    cache = jax.tree.map(lambda c: jnp.repeat(c, num_samples, axis=0), cache)  # each layer [P*n, S, K]
     logits = jnp.repeat(logits, num_samples, axis=0)
     positions = jnp.repeat(lengths, num_samples)
     key, draw = jax.random.split(key)

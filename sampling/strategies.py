@@ -135,15 +135,58 @@ def _nucleus_by_sort(logits: jax.Array, top_p: float) -> jax.Array:
   return _scatter_to_vocab(order, keep_sorted, logits.shape[-1])
 
 
+def _draw_from_sorted(sorted_logits: jax.Array, ids: jax.Array, log_z: jax.Array, top_p: float,
+                      uniform: jax.Array) -> jax.Array:
+  """One draw per row from the top_p nucleus of candidates sorted by descending logit.
+
+  sorted_logits, ids [B, n]: candidates and their token ids; log_z [B, 1]: the log-normaliser of the
+  distribution they come from (over the whole vocabulary, or over the top-k when top-k is on). The
+  nucleus rule is nucleus_mask's; the draw is by inverse CDF: the first kept candidate whose
+  cumulative probability exceeds uniform x (the nucleus's mass), which samples the renormalised
+  nucleus exactly and costs one cumulative sum, where a Gumbel draw over the vocabulary costs two
+  logarithms per token.
+  """
+  probs = jnp.exp(sorted_logits - log_z)
+  reached = jnp.cumsum(probs, axis=-1)
+  keep = (reached - probs) < top_p - _TOP_P_ROUNDING_TOLERANCE if top_p < 1.0 else jnp.ones(probs.shape, bool)
+  keep = keep.at[:, 0].set(True) & ((probs > 0) | (jnp.arange(probs.shape[-1]) == 0))
+  mass = jnp.max(jnp.where(keep, reached, 0.0), axis=-1, keepdims=True)
+  index = jnp.sum(keep & (reached <= uniform[:, None] * mass), axis=-1)
+  index = jnp.minimum(index, jnp.sum(keep, axis=-1) - 1)  # u x mass can round up to the mass itself
+  return jnp.take_along_axis(ids, index[:, None], axis=-1)[:, 0].astype(jnp.int32)
+
+
+def _draw_from_vocabulary(logits: jax.Array, uniform: jax.Array, block: int = 128) -> jax.Array:
+  """One draw per row from softmax(logits) [B, V], by a two-level inverse CDF: find the block of
+  `block` tokens holding uniform x total mass, then the token inside it. No sort and no
+  vocabulary-sized cumulative sum (slow on CPU)."""
+  batch, vocab = logits.shape
+  pad = -vocab % block
+  probs = jnp.exp(logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True))
+  probs = jnp.pad(probs, ((0, 0), (0, pad))).reshape(batch, -1, block)
+  block_mass = probs.sum(axis=-1)  # [B, V / block]
+  reached = jnp.cumsum(block_mass, axis=-1)
+  target = uniform * reached[:, -1]
+  chosen = jnp.sum(reached <= target[:, None], axis=-1)
+  last_nonempty = block_mass.shape[-1] - 1 - jnp.argmax((block_mass > 0)[:, ::-1], axis=-1)
+  chosen = jnp.minimum(chosen, last_nonempty)
+  inside = jnp.take_along_axis(probs, chosen[:, None, None], axis=1)[:, 0]  # [B, block]
+  before = jnp.take_along_axis(reached - block_mass, chosen[:, None], axis=-1)[:, 0]
+  within = jnp.sum(jnp.cumsum(inside, axis=-1) <= (target - before)[:, None], axis=-1)
+  last_positive = block - 1 - jnp.argmax((inside > 0)[:, ::-1], axis=-1)
+  return (chosen * block + jnp.minimum(within, last_positive)).astype(jnp.int32)
+
+
 def sample_tokens(logits: jax.Array, key: jax.Array, temperature: float,
                   top_p: float = 1.0, top_k: int = 0) -> jax.Array:
   """logits [B, V] (any float dtype), key a PRNG key -> tokens [B] int32.
 
   temperature == 0 is greedy (argmax; key, top_p and top_k unused). Otherwise the float32 logits are
   divided by temperature, restricted to the top_k most likely tokens (0 = off), then to the top_p
-  nucleus of that renormalised distribution (1.0 = off), and one token is drawn per row. Rows are
-  independent draws from the one key. temperature, top_p and top_k must be static under jit
-  (`STATIC_ARGNAMES`).
+  nucleus of that renormalised distribution (1.0 = off), and one token is drawn per row: the
+  distribution is exactly that of masking with top_k_mask and nucleus_mask and drawing from the
+  softmax of what is left. Rows are independent draws from the one key. temperature, top_p and
+  top_k must be static under jit (`STATIC_ARGNAMES`).
   """
   _check_logits(logits)
   _check_temperature(temperature)
@@ -153,8 +196,25 @@ def sample_tokens(logits: jax.Array, key: jax.Array, temperature: float,
   if temperature == 0:
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
   logits = logits / temperature
-  # top-k first, then the nucleus of what is left: masking to -inf makes nucleus_mask's softmax
-  # renormalise over the top-k tokens.
-  logits = jnp.where(top_k_mask(logits, top_k), logits, -jnp.inf)
-  logits = jnp.where(nucleus_mask(logits, top_p), logits, -jnp.inf)
-  return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+  uniform = jax.random.uniform(key, logits.shape[:1])
+  vocab = logits.shape[-1]
+  if 0 < top_k < vocab:
+    # The top-k candidates, renormalised among themselves, then their nucleus.
+    top_logits, top_ids = jax.lax.top_k(logits, top_k)
+    return _draw_from_sorted(top_logits, top_ids, jax.nn.logsumexp(top_logits, axis=-1, keepdims=True),
+                             top_p, uniform)
+  if top_p == 1.0:
+    return _draw_from_vocabulary(logits, uniform)
+  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+
+  def by_sort():
+    order = jnp.argsort(-logits, axis=-1, stable=True)
+    return _draw_from_sorted(jnp.take_along_axis(logits, order, axis=-1), order, log_z, top_p, uniform)
+
+  if vocab <= _NUCLEUS_CANDIDATES:
+    return by_sort()
+  # As in nucleus_mask: the top candidates hold every row's nucleus (the usual case for a trained
+  # model) or we fall back to the full sort.
+  top_logits, top_ids = jax.lax.top_k(logits, _NUCLEUS_CANDIDATES)
+  inside = jnp.all(jnp.sum(jnp.exp(top_logits - log_z), axis=-1) >= top_p - _TOP_P_ROUNDING_TOLERANCE)
+  return jax.lax.cond(inside, lambda: _draw_from_sorted(top_logits, top_ids, log_z, top_p, uniform), by_sort)

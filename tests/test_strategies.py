@@ -243,3 +243,53 @@ def test_the_fast_candidate_path_gives_the_full_sort_result(scale):
     fast = strategies.nucleus_mask(logits, top_p)
     slow = strategies._nucleus_by_sort(logits.astype(jnp.float32), top_p)
     np.testing.assert_array_equal(np.asarray(fast), np.asarray(slow))
+
+
+def _large_vocab_logits(vocab: int, scale: float, seed: int) -> np.ndarray:
+  """A large vocabulary holding LOGITS' 12 tokens plus many far less likely ones, so that the
+  distribution (and its nucleus) is known in closed form."""
+  logits = np.full(vocab, -np.inf, np.float32)
+  rest = np.random.default_rng(seed).normal(size=vocab - 12).astype(np.float32) * scale - 12.0
+  logits[12:] = rest
+  logits[:12] = LOGITS
+  return logits
+
+
+@pytest.mark.parametrize("vocab, top_p", [(5000, 0.95), (5000, 1.0), (4100, 0.5)])
+def test_large_vocabulary_draws_follow_the_masked_distribution(vocab, top_p):
+  # The fast paths (top-1024 candidates for the nucleus, the blocked inverse CDF without it; 4100 is
+  # not a multiple of the block) must draw from exactly the distribution the masks define.
+  logits = _large_vocab_logits(vocab, 1.0, seed=vocab)
+  probs = np.exp(logits.astype(np.float64) - np.logaddexp.reduce(logits.astype(np.float64)))
+  keep = np.asarray(nucleus_mask(jnp.asarray(logits)[None], top_p))[0]
+  tokens = np.asarray(draw(jnp.asarray(logits), jax.random.key(11), 1.0, top_p=top_p))
+  assert keep[tokens].all(), "a token outside the nucleus was drawn"
+  expected = renormalised(probs, keep)
+  # Pool the rare tail into one bin so every expected count is large enough for chi-square.
+  common = expected * NUM_DRAWS >= 5
+  counts = np.bincount(tokens, minlength=vocab)
+  observed = np.append(counts[common], counts[~common].sum())
+  pooled = np.append(expected[common], expected[~common].sum())
+  pooled_tokens = np.repeat(np.arange(len(observed)), observed)
+  assert chi_square_p_value(pooled_tokens, pooled / pooled.sum()) > MIN_P_VALUE
+
+
+def test_flat_rows_fall_back_to_the_exact_sort():
+  # Flat rows: the nucleus holds thousands of tokens, beyond the top-1024 candidates.
+  logits = jax.random.normal(jax.random.key(3), (64, 3000)) * 0.1
+  keep = np.asarray(nucleus_mask(logits, 0.95))
+  assert keep.sum(axis=-1).min() > 1024
+  tokens = np.asarray(jax.jit(sample_tokens, static_argnames=strategies.STATIC_ARGNAMES)(
+      logits, jax.random.key(4), 1.0, top_p=0.95))
+  assert keep[np.arange(64), tokens].all()
+  assert len(set(tokens.tolist())) > 50  # spread over the nucleus, not stuck on the top tokens
+
+
+def test_inverse_cdf_never_draws_masked_tokens():
+  # -inf logits (zero probability) at the ends of blocks and of the vocabulary are never drawn, also
+  # when the uniform draw rounds up to the total mass.
+  logits = np.full((4, 300), -np.inf, np.float32)
+  logits[:, [0, 127, 128, 255]] = 0.0
+  tokens = np.asarray(strategies._draw_from_vocabulary(jnp.asarray(logits), jnp.array([0.0, 0.5, 0.999999, 1.0])))
+  assert set(tokens.tolist()) <= {0, 127, 128, 255}
+  assert tokens[0] == 0 and tokens[-1] == 255

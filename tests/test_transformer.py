@@ -146,4 +146,5 @@ def test_bf16_compute_keeps_f32_params_and_f32_logits():
   logits, _ = model.apply({"params": params}, jnp.ones((1, 8), jnp.int32))
   assert logits.dtype == jnp.float32 and bool(jnp.isfinite(logits).all())
   cache = init_cache(cfg, 1, 16)
-  assert cache["k"].dtype == jnp.bfloat16 and cache["k"].shape == (cfg.num_layers, 1, 16, cfg.head_dim)
+  assert len(cache["k"]) == len(cache["v"]) == cfg.num_layers
+  assert all(c.dtype == jnp.bfloat16 and c.shape == (1, 16, cfg.head_dim) for c in cache["k"] + cache["v"])
