@@ -38,6 +38,8 @@ STATIC_ARGNAMES = ("temperature", "top_p", "top_k")
 # this can move is at most ~1e-6, far below any sampling effect.
 _TOP_P_ROUNDING_TOLERANCE = 1e-6
 _NUCLEUS_CANDIDATES = 1024  # candidates for nucleus_mask's fast path
+_BLOCK = 128  # tokens per block of the two-level inverse CDF
+_MAX_REJECTION_ROUNDS = 32  # then the exact sort, for the rows still unsettled
 
 
 def _check_logits(logits: jax.Array) -> None:
@@ -156,25 +158,78 @@ def _draw_from_sorted(sorted_logits: jax.Array, ids: jax.Array, log_z: jax.Array
   return jnp.take_along_axis(ids, index[:, None], axis=-1)[:, 0].astype(jnp.int32)
 
 
-def _draw_from_vocabulary(logits: jax.Array, uniform: jax.Array, block: int = 128) -> jax.Array:
-  """One draw per row from softmax(logits) [B, V], by a two-level inverse CDF: find the block of
-  `block` tokens holding uniform x total mass, then the token inside it. No sort and no
-  vocabulary-sized cumulative sum (slow on CPU)."""
-  batch, vocab = logits.shape
-  pad = -vocab % block
-  probs = jnp.exp(logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True))
-  probs = jnp.pad(probs, ((0, 0), (0, pad))).reshape(batch, -1, block)
-  block_mass = probs.sum(axis=-1)  # [B, V / block]
+def _block_masses(probs: jax.Array, block: int) -> tuple[jax.Array, jax.Array]:
+  """probs [B, V] -> (probs [B, V / block, block] zero-padded, mass of each block [B, V / block])."""
+  batch, vocab = probs.shape
+  blocks = jnp.pad(probs, ((0, 0), (0, -vocab % block))).reshape(batch, -1, block)
+  return blocks, blocks.sum(axis=-1)
+
+
+def _inverse_cdf(blocks: jax.Array, block_mass: jax.Array, uniform: jax.Array) -> jax.Array:
+  """One draw per row from probabilities laid out as _block_masses gives them, by a two-level inverse
+  CDF: the block holding uniform x total mass, then the token inside it. No sort and no
+  vocabulary-sized cumulative sum (slow on CPU); zero-probability tokens are never drawn."""
+  block = blocks.shape[-1]
   reached = jnp.cumsum(block_mass, axis=-1)
   target = uniform * reached[:, -1]
   chosen = jnp.sum(reached <= target[:, None], axis=-1)
   last_nonempty = block_mass.shape[-1] - 1 - jnp.argmax((block_mass > 0)[:, ::-1], axis=-1)
-  chosen = jnp.minimum(chosen, last_nonempty)
-  inside = jnp.take_along_axis(probs, chosen[:, None, None], axis=1)[:, 0]  # [B, block]
+  chosen = jnp.minimum(chosen, last_nonempty)  # uniform x total can round up to the total itself
+  inside = jnp.take_along_axis(blocks, chosen[:, None, None], axis=1)[:, 0]  # [B, block]
   before = jnp.take_along_axis(reached - block_mass, chosen[:, None], axis=-1)[:, 0]
   within = jnp.sum(jnp.cumsum(inside, axis=-1) <= (target - before)[:, None], axis=-1)
   last_positive = block - 1 - jnp.argmax((inside > 0)[:, ::-1], axis=-1)
   return (chosen * block + jnp.minimum(within, last_positive)).astype(jnp.int32)
+
+
+def _draw_from_vocabulary(logits: jax.Array, uniform: jax.Array, block: int = _BLOCK) -> jax.Array:
+  """One draw per row from softmax(logits) [B, V] (see _inverse_cdf)."""
+  probs = jnp.exp(logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True))
+  return _inverse_cdf(*_block_masses(probs, block), uniform)
+
+
+def _in_nucleus(logits: jax.Array, probs: jax.Array, tokens: jax.Array, top_p: float) -> jax.Array:
+  """[B] bool: is each row's token in its top_p nucleus? nucleus_mask's rule for one token: the mass
+  of the tokens ranked before it (larger logit, or equal logit and lower id) is below top_p."""
+  mine = jnp.take_along_axis(logits, tokens[:, None], axis=-1)
+  before = (logits > mine) | ((logits == mine) & (jnp.arange(logits.shape[-1]) < tokens[:, None]))
+  return jnp.sum(jnp.where(before, probs, 0.0), axis=-1) < top_p - _TOP_P_ROUNDING_TOLERANCE
+
+
+def _draw_from_nucleus(logits: jax.Array, key: jax.Array, top_p: float) -> jax.Array:
+  """One draw per row from the renormalised top_p nucleus of softmax(logits) [B, V], by rejection:
+  draw from the whole distribution and keep the draw if it lies in the nucleus, else draw again.
+
+  Accepted draws follow the nucleus distribution exactly, and each draw is accepted with probability
+  at least top_p (the nucleus's mass), so a few rounds settle every row; each round costs two passes
+  over the vocabulary where finding the nucleus itself needs a sort (or ~32 bisection passes). Rows
+  still unsettled after _MAX_REJECTION_ROUNDS (vanishingly rare for top_p near 1; possible for small
+  top_p and many rows) are drawn from the sorted distribution.
+  """
+  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+  probs = jnp.exp(logits - log_z)
+  blocks, block_mass = _block_masses(probs, _BLOCK)
+  rows = logits.shape[0]
+
+  def unsettled(carry):
+    _, accepted, round_ = carry
+    return ~jnp.all(accepted) & (round_ < _MAX_REJECTION_ROUNDS)
+
+  def draw_again(carry):
+    tokens, accepted, round_ = carry
+    draw = _inverse_cdf(blocks, block_mass, jax.random.uniform(jax.random.fold_in(key, round_), (rows,)))
+    take = ~accepted & _in_nucleus(logits, probs, draw, top_p)
+    return jnp.where(take, draw, tokens), accepted | take, round_ + 1
+
+  tokens, accepted, _ = jax.lax.while_loop(
+      unsettled, draw_again, (jnp.zeros((rows,), jnp.int32), jnp.zeros((rows,), bool), jnp.zeros((), jnp.int32)))
+
+  def by_sort():
+    order = jnp.argsort(-logits, axis=-1, stable=True)
+    uniform = jax.random.uniform(jax.random.fold_in(key, _MAX_REJECTION_ROUNDS), (rows,))
+    return _draw_from_sorted(jnp.take_along_axis(logits, order, axis=-1), order, log_z, top_p, uniform)
+
+  return jax.lax.cond(jnp.all(accepted), lambda: tokens, lambda: jnp.where(accepted, tokens, by_sort()))
 
 
 def sample_tokens(logits: jax.Array, key: jax.Array, temperature: float,
@@ -205,16 +260,4 @@ def sample_tokens(logits: jax.Array, key: jax.Array, temperature: float,
                              top_p, uniform)
   if top_p == 1.0:
     return _draw_from_vocabulary(logits, uniform)
-  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
-
-  def by_sort():
-    order = jnp.argsort(-logits, axis=-1, stable=True)
-    return _draw_from_sorted(jnp.take_along_axis(logits, order, axis=-1), order, log_z, top_p, uniform)
-
-  if vocab <= _NUCLEUS_CANDIDATES:
-    return by_sort()
-  # As in nucleus_mask: the top candidates hold every row's nucleus (the usual case for a trained
-  # model) or we fall back to the full sort.
-  top_logits, top_ids = jax.lax.top_k(logits, _NUCLEUS_CANDIDATES)
-  inside = jnp.all(jnp.sum(jnp.exp(top_logits - log_z), axis=-1) >= top_p - _TOP_P_ROUNDING_TOLERANCE)
-  return jax.lax.cond(inside, lambda: _draw_from_sorted(top_logits, top_ids, log_z, top_p, uniform), by_sort)
+  return _draw_from_nucleus(logits, key, top_p)
