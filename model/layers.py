@@ -115,8 +115,8 @@ class MultiQueryAttention(nn.Module):
       cache = {"k": cache["k"].at[row, positions].set(k.astype(cache["k"].dtype)),
                "v": cache["v"].at[row, positions].set(v.astype(cache["v"].dtype))}
       k, v = cache["k"].astype(self.dtype), cache["v"].astype(self.dtype)
-
-    if cache is None and self.kernel is AttentionKernel.CUDNN:
+      out = self._attend_cache(q, k, v, mask)
+    elif self.kernel is AttentionKernel.CUDNN:
       out = jax.nn.dot_product_attention(
           q, k[:, :, None, :], v[:, :, None, :], mask=None if mask is None else mask[:, None],
           is_causal=mask is None, implementation="cudnn")
@@ -125,6 +125,19 @@ class MultiQueryAttention(nn.Module):
     out = constrain(out, ("act_batch", "act_length", "act_heads", None))
     out = out.reshape(batch * length, h * k_dim) @ w_o.reshape(h * k_dim, d_model)
     return out.reshape(batch, length, d_model), cache
+
+  def _attend_cache(self, q: Array, k: Array, v: Array, mask: Array) -> Array:
+    """_attend over cache slots k, v [B, S, K] with mask [B, T, S], scores laid out [B, S, T*H].
+
+    With one or a few queries per row (decoding), XLA:CPU computes [B, S, T*H] scores ~4x faster
+    than [B, T*H, S] ones (measured: 15 vs 54 ms for 800 rows x 320 slots x 8 heads)."""
+    batch, length, h, k_dim = q.shape
+    scores = jnp.einsum("bsk,bmk->bsm", k, q.reshape(batch, length * h, k_dim),
+                        preferred_element_type=jnp.float32) * (k_dim ** -0.5)
+    scores = scores.reshape(batch, -1, length, h)
+    scores = jnp.where(jnp.swapaxes(mask, 1, 2)[:, :, :, None], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=1).astype(self.dtype).reshape(batch, -1, length * h)
+    return jnp.einsum("bsm,bsk->bmk", probs, v).reshape(batch, length, h, k_dim)
 
   def _attend(self, q: Array, k: Array, v: Array, mask: Array) -> Array:
     """q [B, T, H, K], k and v [B, S, K], mask [B or 1, T, S] -> [B, T, H, K]."""
