@@ -2,7 +2,12 @@
 
   python sample.py --checkpoint=MODEL_DIR --prompts=prompts.jsonl --output=predictions.jsonl \
       --num_samples=200 [--temperature=0.8 --top_p=0.95 --top_k=0 --max_decode_length=256 \
-      --batch_size=8 --seed=0]
+      --batch_size=8 --seed=0] [--gin_file=gin_configs/sample/humaneval.gin --gin.sample.mesh_shape=(-1,1,1)]
+
+Every flag is also the gin parameter `sample.NAME`; an explicit flag wins over gin files and --gin.
+bindings. On several devices or hosts the sample rows are split over the mesh's batch axes and the
+parameters keep training's partitioning rules (`sample.mesh_shape`, as train.mesh_shape); every host
+runs the same command, as with train.py, and the first writes the output.
 
 Prompts JSONL: `qid`, `language`, `prompt`, optional `stop` (a list of strings; default: the
 language's, see sampling/stops.py); other fields pass through. Predictions JSONL: one line per sample
@@ -13,18 +18,24 @@ BabelCode reads (`qid`, `language`, `code`).
 Resumable: rerunning with the same --output skips prompts whose samples are all there; each prompt's
 samples are appended in one write, so a killed run never leaves a partial prompt. Documented edge
 cases: an empty prompt samples from `[code]` alone; a prompt longer than the model's context minus
-max_decode_length keeps its last tokens (`prompt_truncated: true` in its records).
+max_decode_length keeps its last tokens (`prompt_truncated: true` in its records). A (qid, language)
+pair is one prompt: BabelCode reuses qids across languages.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
+import gin
+import numpy as np
+
+import gin_flags
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
 
@@ -48,10 +59,15 @@ def read_prompts(path: str) -> list[dict]:
   return prompts
 
 
-def completed_qids(path: str, num_samples: int) -> set[str]:
-  """qids with all their samples in `path`. A run killed mid-write can leave a torn line or part of a
-  prompt's samples: those lines are dropped (the file rewritten atomically) so the prompt is redone
-  and every (qid, sample_id) appears exactly once."""
+def prompt_key(record: dict) -> tuple[str, str]:
+  """What identifies a prompt: BabelCode reuses a qid across languages."""
+  return str(record["qid"]), str(record["language"])
+
+
+def completed_prompts(path: str, num_samples: int) -> set[tuple[str, str]]:
+  """(qid, language) pairs with all their samples in `path`. A run killed mid-write can leave a torn
+  line or part of a prompt's samples: those lines are dropped (the file rewritten atomically) so the
+  prompt is redone and every (qid, language, sample_id) appears exactly once."""
   if not os.path.exists(path):
     return set()
   records = []
@@ -61,11 +77,11 @@ def completed_qids(path: str, num_samples: int) -> set[str]:
         records.append((line if line.endswith("\n") else line + "\n", json.loads(line)))
       except json.JSONDecodeError:
         continue
-  counts: dict[str, int] = {}
+  counts: dict[tuple[str, str], int] = {}
   for _, record in records:
-    counts[str(record["qid"])] = counts.get(str(record["qid"]), 0) + 1
-  complete = {qid for qid, n in counts.items() if n >= num_samples}
-  kept = [line for line, record in records if str(record["qid"]) in complete]
+    counts[prompt_key(record)] = counts.get(prompt_key(record), 0) + 1
+  complete = {key for key, n in counts.items() if n >= num_samples}
+  kept = [line for line, record in records if prompt_key(record) in complete]
   if len(kept) != sum(1 for _ in open(path, encoding="utf-8")):
     with open(path + ".tmp", "w", encoding="utf-8") as f:
       f.writelines(kept)
@@ -78,8 +94,9 @@ def batches(items: list, size: int) -> Iterator[list]:
     yield items[start:start + size]
 
 
-def load_sampler(model_dir: str):
-  """A Sampler for the newest checkpoint of a run (or a specific `…/checkpoints/STEP` folder)."""
+def load_sampler(model_dir: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
+  """A Sampler for the newest checkpoint of a run (or a specific `…/checkpoints/STEP` folder), its
+  parameters laid out on a (data, fsdp, tensor) mesh of every device by training's rules."""
 
   from model import sharding
   from model.transformer import Decoder
@@ -96,7 +113,7 @@ def load_sampler(model_dir: str):
     model_dir = os.path.dirname(os.path.dirname(os.path.normpath(model_dir)))
   config, vocab_path = read_run_info(model_dir)
   model, vocabulary = Decoder(config), get_vocabulary(vocab_path)
-  mesh = sharding.make_mesh(-1, 1, 1)
+  mesh = sharding.make_mesh(*mesh_shape)
   abstract, shardings = state_shardings(model, adafactor(0.01), mesh)  # only the params part is used
   checkpointer = Checkpointer(os.path.join(model_dir, "checkpoints"), async_save=False)
   if step is not None and step not in checkpointer.steps():
@@ -107,50 +124,44 @@ def load_sampler(model_dir: str):
     raise FileNotFoundError(f"no checkpoint restores from {model_dir}/checkpoints")
   params, step = restored
   end_ids = [vocabulary.tokenizer.piece_to_id(EOD_TOKEN), vocabulary.eos_id]
-  return Sampler(model, params, vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), end_ids), step
+  return Sampler(model, params, vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), end_ids, mesh=mesh), step
 
 
-def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--checkpoint", required=True, help="a train.py MODEL_DIR, or MODEL_DIR/checkpoints/STEP")
-  parser.add_argument("--prompts", required=True, help="prompts JSONL")
-  parser.add_argument("--output", required=True, help="predictions JSONL (appended to; resumable)")
-  parser.add_argument("--num_samples", type=int, default=1)
-  parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="default: %(default)s (0: greedy)")
-  parser.add_argument("--top_p", type=float, default=DEFAULT_TOP_P, help="nucleus mass; default: %(default)s")
-  parser.add_argument("--top_k", type=int, default=DEFAULT_TOP_K, help="0: off; default: %(default)s")
-  parser.add_argument("--max_decode_length", type=int, default=256)
-  parser.add_argument("--batch_size", type=int, default=8, help="prompts per batch (rows = prompts x samples)")
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--show", type=int, default=0, help="print this many samples per prompt at the end")
-  args = parser.parse_args(argv)
+@gin.configurable("sample", module="codelm")
+def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, output: str = gin.REQUIRED,
+           num_samples: int = 1, temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
+           top_k: int = DEFAULT_TOP_K, max_decode_length: int = 256, batch_size: int = 8, seed: int = 0,
+           chunk_length: int = 32, mesh_shape: Sequence[int] = (-1, 1, 1), show: int = 0) -> int:
+  """Samples every prompt of `prompts` not yet complete in `output`; returns the samples written."""
+  import jax
+  from jax.experimental import multihost_utils
 
   from sampling.sampler import SamplingConfig
   from sampling.stops import default_stops
 
-  try:
-    prompts = read_prompts(args.prompts)
-    config = SamplingConfig(args.temperature, args.top_p, args.top_k, args.max_decode_length)
-  except (ValueError, OSError) as error:
-    parser.error(str(error))
-  done = completed_qids(args.output, args.num_samples)
-  todo = [p for p in prompts if str(p["qid"]) not in done]
-  print(f"{len(prompts)} prompts, {len(prompts) - len(todo)} already complete in {args.output}", flush=True)
+  config = SamplingConfig(temperature, top_p, top_k, max_decode_length, chunk_length)
+  records = read_prompts(prompts)
+  primary = jax.process_index() == 0
+  # The first host decides what is left (other hosts may not see the output file) and tells the rest.
+  done = completed_prompts(output, num_samples) if primary else set()
+  left = [prompt_key(p) not in done for p in records]
+  if jax.process_count() > 1:
+    left = multihost_utils.broadcast_one_to_all(np.asarray(left, bool)).tolist()
+  todo = [p for p, keep in zip(records, left) if keep]
+  if primary:
+    print(f"{len(records)} prompts, {len(records) - len(todo)} already complete in {output}", flush=True)
   if not todo:
-    return
-  try:
-    sampler, step = load_sampler(args.checkpoint)
-  except FileNotFoundError as error:
-    parser.error(f"--checkpoint: {error}")
-  max_prompt = sampler.model.config.max_length - args.max_decode_length
+    return 0
+  sampler, step = load_sampler(checkpoint, mesh_shape)
+  max_prompt = sampler.model.config.max_length - max_decode_length
   start, samples, tokens = time.perf_counter(), 0, 0
   from tqdm import tqdm
 
-  with tqdm(total=len(todo) * args.num_samples, unit="sample", desc=f"sampling (step {step})") as bar:
-    for index, group in enumerate(batches(todo, args.batch_size)):
+  with tqdm(total=len(todo) * num_samples, unit="sample", desc=f"sampling (step {step})", disable=not primary) as bar:
+    for index, group in enumerate(batches(todo, batch_size)):
       stops = [p.get("stop", list(default_stops(p["language"]))) for p in group]
-      results = sampler.sample([p["prompt"] for p in group], args.num_samples, config,
-                               seed=args.seed * 1_000_003 + index, stops=stops)
+      results = sampler.sample([p["prompt"] for p in group], num_samples, config,
+                               seed=seed * 1_000_003 + index, stops=stops)
       lines = []
       for prompt, completions in zip(group, results):
         truncated = sampler.encode_prompt(prompt["prompt"], max_prompt)[1]
@@ -163,29 +174,88 @@ def main(argv=None) -> None:
             record["prompt_truncated"] = True
           lines.append(json.dumps(record, ensure_ascii=False) + "\n")
           tokens += completion.num_tokens
-      with open(args.output, "a", encoding="utf-8") as f:  # one write per batch of whole prompts
-        f.write("".join(lines))
-        f.flush()
-        os.fsync(f.fileno())
+      if primary:
+        with open(output, "a", encoding="utf-8") as f:  # one write per batch of whole prompts
+          f.write("".join(lines))
+          f.flush()
+          os.fsync(f.fileno())
       samples += len(lines)
       elapsed = time.perf_counter() - start
       bar.update(len(lines))
       bar.set_postfix(samples_per_s=f"{samples / elapsed:.1f}", tokens_per_s=f"{tokens / elapsed:.0f}")
-  print(f"wrote {samples} samples to {args.output}", flush=True)
-  if args.show:
-    show(args.output, {p["qid"]: p["prompt"] for p in todo}, args.show)
+  if primary:
+    print(f"wrote {samples} samples to {output}", flush=True)
+    if show:
+      show_samples(output, {prompt_key(p): p["prompt"] for p in todo}, show)
+  return samples
 
 
-def show(predictions: str, prompts: dict, per_prompt: int) -> None:
+def _flags_parser() -> argparse.ArgumentParser:
+  """sample()'s parameters as flags. Defaults are suppressed so that only flags actually given
+  override gin; the help still shows sample()'s defaults."""
+  defaults = {name: p.default for name, p in inspect.signature(sample).parameters.items()}
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   argument_default=argparse.SUPPRESS)
+  parser.add_argument("--checkpoint", help="a train.py MODEL_DIR, or MODEL_DIR/checkpoints/STEP")
+  parser.add_argument("--prompts", help="prompts JSONL")
+  parser.add_argument("--output", help="predictions JSONL (appended to; resumable)")
+  parser.add_argument("--num_samples", type=int, help="samples per prompt; default: %s" % defaults["num_samples"])
+  parser.add_argument("--temperature", type=float, help=f"default: {defaults['temperature']} (0: greedy)")
+  parser.add_argument("--top_p", type=float, help=f"nucleus mass; default: {defaults['top_p']}")
+  parser.add_argument("--top_k", type=int, help=f"0: off; default: {defaults['top_k']}")
+  parser.add_argument("--max_decode_length", type=int, help=f"default: {defaults['max_decode_length']}")
+  parser.add_argument("--batch_size", type=int,
+                      help=f"prompts per batch (rows = prompts x samples); default: {defaults['batch_size']}")
+  parser.add_argument("--seed", type=int, help=f"default: {defaults['seed']}")
+  parser.add_argument("--chunk_length", type=int,
+                      help=f"tokens decoded between host stop checks; default: {defaults['chunk_length']}")
+  parser.add_argument("--show", type=int, help="print this many samples per prompt at the end; default: 0")
+  return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  from training.distributed import maybe_initialize_distributed
+
+  parser = _flags_parser()
+  gin_files, bindings = gin_flags.parse_flags(sys.argv[1:] if argv is None else argv, parser=parser)
+  flags = {k: v for k, v in vars(parser.parsed).items() if k not in ("gin_file", "gin_search_path")}
+  maybe_initialize_distributed()
+  try:
+    gin_flags.parse_gin(gin_files, bindings)
+  except (ValueError, OSError) as error:
+    parser.error(str(error))
+  try:
+    missing = [n for n in ("checkpoint", "prompts", "output") if n not in flags and not _bound(n)]
+    if missing:
+      parser.error(f"missing {', '.join('--' + n for n in missing)}")
+    return sample(**flags)
+  except FileNotFoundError as error:
+    parser.error(f"--checkpoint: {error}" if "checkpoint" in str(error) else str(error))
+  except ValueError as error:
+    parser.error(str(error))
+  finally:
+    gin.clear_config()
+
+
+def _bound(name: str) -> bool:
+  try:
+    gin.query_parameter(f"codelm.sample.{name}")
+    return True
+  except ValueError:
+    return False
+
+
+def show_samples(predictions: str, prompts: dict, per_prompt: int) -> None:
   shown: dict = {}
   with open(predictions, encoding="utf-8") as f:
     for record in map(json.loads, f):
-      qid = record["qid"]
-      if qid in prompts and shown.get(qid, 0) < per_prompt:
-        shown[qid] = shown.get(qid, 0) + 1
-        print(f"\n=== {qid} sample {record['sample_id']} ({record['finish_reason']}, {record['num_tokens']} tokens)")
-        print(prompts[qid] + record["code"])
+      key = prompt_key(record)
+      if key in prompts and shown.get(key, 0) < per_prompt:
+        shown[key] = shown.get(key, 0) + 1
+        print(f"\n=== {key[0]} ({key[1]}) sample {record['sample_id']} ({record['finish_reason']}, "
+              f"{record['num_tokens']} tokens)")
+        print(prompts[key] + record["code"])
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  main()

@@ -11,7 +11,6 @@ MODEL_DIR/config.gin, figures to MODEL_DIR/metrics.jsonl, TensorBoard and MODEL_
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import os
@@ -26,6 +25,7 @@ import numpy as np
 import seqio
 from jax.sharding import NamedSharding
 
+import gin_flags
 from model import sharding
 from model.config import get_config
 from model.summary import flops_per_token
@@ -35,6 +35,7 @@ from objectives.mixtures import register_corpus
 from objectives.ul2 import UL2Config
 from objectives.vocab import get_vocabulary
 from training import data
+from training.distributed import maybe_initialize_distributed
 from training.checkpoints import Checkpointer, abstract_with_shardings
 from training.metrics import MetricsWriter
 from training.run_info import write_run_info
@@ -43,15 +44,6 @@ from training.step import eval_step, init_state, state_shardings, train_step
 from training.throughput import matmul_ceiling
 
 UL2Config = gin.external_configurable(UL2Config, module="codelm")
-
-
-def maybe_initialize_distributed() -> None:
-  """jax.distributed on multi-host TPU (auto-detected) and on GPU clusters given a coordinator."""
-  if os.environ.get("JAX_COORDINATOR_ADDRESS"):
-    jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"],
-                               int(os.environ["JAX_NUM_PROCESSES"]), int(os.environ["JAX_PROCESS_ID"]))
-  elif os.environ.get("TPU_WORKER_HOSTNAMES", "localhost") not in ("", "localhost"):
-    jax.distributed.initialize()
 
 
 class Preemption:
@@ -198,41 +190,10 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
   return last
 
 
-def parse_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-  """--gin_file=F (repeatable) and --gin.NAME=VALUE bindings (T5X's flags); anything else is an error."""
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--gin_file", action="append", default=[], help="gin file (repeatable; later wins)")
-  parser.add_argument("--gin_search_path", action="append", default=[], help="folders to resolve gin includes")
-  args, rest = parser.parse_known_args(argv)
-  bindings = []
-  for flag in rest:
-    if not flag.startswith("--gin.") or "=" not in flag:
-      parser.error(f"unrecognised flag {flag!r}: use --gin_file=F or --gin.NAME=VALUE")
-    name, value = flag[len("--gin."):].split("=", 1)
-    bindings.append(f"{name} = {value}")
-  for path in [os.path.dirname(os.path.abspath(__file__))] + args.gin_search_path:
-    gin.add_config_file_search_path(path)
-  return args.gin_file, bindings
-
-
-def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
-  """Files, then flag bindings. gin itself rejects unknown configurables and parameters; a flag that
-  sets a MACRO no file defines (a typo such as TRAIN_STEP) is rejected here, naming it."""
-  gin.parse_config_files_and_bindings(gin_files, [], finalize_config=False)
-  for binding in bindings:
-    name = binding.split("=", 1)[0].strip()
-    if "." not in name and "/" not in name:
-      try:
-        gin.query_parameter(f"%{name}")
-      except ValueError:
-        raise ValueError(f"--gin.{name}: no gin file defines the macro {name}") from None
-  gin.parse_config_files_and_bindings([], bindings, finalize_config=True)
-
-
 def main(argv: Sequence[str] | None = None) -> dict:
-  gin_files, bindings = parse_flags(sys.argv[1:] if argv is None else argv)
+  gin_files, bindings = gin_flags.parse_flags(sys.argv[1:] if argv is None else argv, __doc__)
   maybe_initialize_distributed()
-  parse_gin(gin_files, bindings)
+  gin_flags.parse_gin(gin_files, bindings)
   try:
     return train(gin_config_str=gin.config_str())
   except FloatingPointError as error:
