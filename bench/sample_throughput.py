@@ -108,6 +108,7 @@ def main(argv=None) -> dict:
   itemsize = jnp.dtype(config.dtype).itemsize
   bytes_ = config.num_params * 4 + rows * config.num_layers * 2 * cache_len * config.head_dim * itemsize
   bound_step = max(flops / ceiling, bytes_ / bandwidth)
+  step_seconds = elapsed / args.new_tokens  # every row decodes every new token (no end token)
   bound_tokens_per_s = rows / bound_step
   result = {
       "size": args.size, "top_p": args.top_p, "prompts": args.prompts, "samples": args.samples, "rows": rows,
@@ -117,6 +118,8 @@ def main(argv=None) -> dict:
       "matmul_ceiling_flops": ceiling, "copy_bandwidth_bytes_per_second": bandwidth,
       "bound_step_seconds": bound_step, "bound_limited_by": "compute" if flops / ceiling >= bytes_ / bandwidth else "memory",
       "bound_tokens_per_second": bound_tokens_per_s, "fraction_of_bound": tokens_per_s / bound_tokens_per_s,
+      "step_seconds": step_seconds, "achieved_bytes_per_second": bytes_ / step_seconds,
+      "achieved_flops": flops / step_seconds,
       "backend": jax.default_backend(),
   }
   print(f"{args.size}: {args.prompts} prompts x {args.samples} samples x {args.new_tokens} new tokens in {elapsed:.1f} s: "
@@ -125,6 +128,8 @@ def main(argv=None) -> dict:
   print(f"bound {bound_tokens_per_s:,.0f} tokens/s ({result['bound_limited_by']}-bound: {flops / 1e9:.1f} GFLOP and "
         f"{bytes_ / 1e9:.2f} GB per step at {ceiling / 1e9:.0f} GFLOP/s and {bandwidth / 1e9:.1f} GB/s): "
         f"{100 * result['fraction_of_bound']:.0f}% of it")
+  print(f"achieved: {bytes_ / step_seconds / 1e9:.1f} GB/s of weights + KV cache, {flops / step_seconds / 1e9:.0f} GFLOP/s "
+        f"({1e3 * step_seconds:.0f} ms a step)")
   os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
   with open(args.output, "w") as f:
     json.dump(result, f, indent=2)

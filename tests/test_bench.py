@@ -19,3 +19,17 @@ def test_train_step_bench_writes_its_figures(tmp_path):
     assert result[key] > 0 and math.isfinite(result[key])
   assert result["size"] == "tiny" and len(result["step_seconds_all"]) == 2
   assert math.isfinite(result["final_loss"])
+
+
+def test_sample_throughput_bench_writes_its_figures(tmp_path):
+  import sample_throughput as bench_sample
+
+  output = tmp_path / "sample.json"
+  bench_sample.main(["--size", "tiny", "--prompts", "2", "--samples", "3", "--prompt_tokens", "8",
+                     "--new_tokens", "8", "--output", str(output)])
+  result = json.loads(output.read_text())
+  assert result["rows"] == 6 and result["new_tokens"] == 8
+  for key in ("tokens_per_second", "no_cache_tokens_per_second", "bound_tokens_per_second", "fraction_of_bound",
+              "achieved_bytes_per_second", "achieved_flops"):
+    assert result[key] > 0 and math.isfinite(result[key])
+  assert result["bound_limited_by"] in ("compute", "memory")
