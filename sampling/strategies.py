@@ -40,6 +40,7 @@ _TOP_P_ROUNDING_TOLERANCE = 1e-6
 _NUCLEUS_CANDIDATES = 1024  # candidates for nucleus_mask's fast path
 _BLOCK = 128  # tokens per block of the two-level inverse CDF
 _MAX_REJECTION_ROUNDS = 32  # then the exact sort, for the rows still unsettled
+_RETRY_ROWS = 64  # rows gathered for the rejection rounds after the first
 
 
 def _check_logits(logits: jax.Array) -> None:
@@ -196,24 +197,15 @@ def _in_nucleus(logits: jax.Array, probs: jax.Array, tokens: jax.Array, top_p: f
   return jnp.sum(jnp.where(before, probs, 0.0), axis=-1) < top_p - _TOP_P_ROUNDING_TOLERANCE
 
 
-def _draw_from_nucleus(logits: jax.Array, key: jax.Array, top_p: float) -> jax.Array:
-  """One draw per row from the renormalised top_p nucleus of softmax(logits) [B, V], by rejection:
-  draw from the whole distribution and keep the draw if it lies in the nucleus, else draw again.
-
-  Accepted draws follow the nucleus distribution exactly, and each draw is accepted with probability
-  at least top_p (the nucleus's mass), so a few rounds settle every row; each round costs two passes
-  over the vocabulary where finding the nucleus itself needs a sort (or ~32 bisection passes). Rows
-  still unsettled after _MAX_REJECTION_ROUNDS (vanishingly rare for top_p near 1; possible for small
-  top_p and many rows) are drawn from the sorted distribution.
-  """
-  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
-  probs = jnp.exp(logits - log_z)
-  blocks, block_mass = _block_masses(probs, _BLOCK)
+def _rejection_rounds(logits: jax.Array, probs: jax.Array, blocks: jax.Array, block_mass: jax.Array,
+                      key: jax.Array, top_p: float, tokens: jax.Array, accepted: jax.Array, first_round: int,
+                      last_round: int) -> tuple[jax.Array, jax.Array]:
+  """Draw again (rounds first_round..last_round-1) for the rows not yet `accepted`, until all are."""
   rows = logits.shape[0]
 
   def unsettled(carry):
     _, accepted, round_ = carry
-    return ~jnp.all(accepted) & (round_ < _MAX_REJECTION_ROUNDS)
+    return ~jnp.all(accepted) & (round_ < last_round)
 
   def draw_again(carry):
     tokens, accepted, round_ = carry
@@ -221,8 +213,42 @@ def _draw_from_nucleus(logits: jax.Array, key: jax.Array, top_p: float) -> jax.A
     take = ~accepted & _in_nucleus(logits, probs, draw, top_p)
     return jnp.where(take, draw, tokens), accepted | take, round_ + 1
 
-  tokens, accepted, _ = jax.lax.while_loop(
-      unsettled, draw_again, (jnp.zeros((rows,), jnp.int32), jnp.zeros((rows,), bool), jnp.zeros((), jnp.int32)))
+  tokens, accepted, _ = jax.lax.while_loop(unsettled, draw_again, (tokens, accepted, jnp.int32(first_round)))
+  return tokens, accepted
+
+
+def _draw_from_nucleus(logits: jax.Array, key: jax.Array, top_p: float) -> jax.Array:
+  """One draw per row from the renormalised top_p nucleus of softmax(logits) [B, V], by rejection:
+  draw from the whole distribution and keep the draw if it lies in the nucleus, else draw again.
+
+  Accepted draws follow the nucleus distribution exactly, and each draw is accepted with probability
+  at least top_p (the nucleus's mass), so a few rounds settle every row; each round costs two passes
+  over the vocabulary where finding the nucleus itself needs a sort (or ~32 bisection passes). After
+  the first round the few rows left (about 1 - top_p of them) are gathered into a batch of
+  _RETRY_ROWS, so later rounds cost little. Rows still unsettled after _MAX_REJECTION_ROUNDS
+  (vanishingly rare for top_p near 1; possible for small top_p) are drawn from the sorted distribution.
+  """
+  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+  probs = jnp.exp(logits - log_z)
+  blocks, block_mass = _block_masses(probs, _BLOCK)
+  rows = logits.shape[0]
+  nothing = (jnp.zeros((rows,), jnp.int32), jnp.zeros((rows,), bool))
+  tokens, accepted = _rejection_rounds(logits, probs, blocks, block_mass, key, top_p, *nothing, 0, 1)
+
+  def retry_all():
+    return _rejection_rounds(logits, probs, blocks, block_mass, key, top_p, tokens, accepted, 1,
+                             _MAX_REJECTION_ROUNDS)
+
+  def retry_few():
+    index = jax.lax.top_k((~accepted).astype(jnp.int32), _RETRY_ROWS)[1]  # the unsettled rows, then others
+    retried = _rejection_rounds(logits[index], probs[index], blocks[index], block_mass[index], key, top_p,
+                                tokens[index], accepted[index], 1, _MAX_REJECTION_ROUNDS)
+    return tokens.at[index].set(retried[0]), accepted.at[index].set(retried[1])
+
+  if rows > _RETRY_ROWS:
+    tokens, accepted = jax.lax.cond(jnp.sum(~accepted) <= _RETRY_ROWS, retry_few, retry_all)
+  else:
+    tokens, accepted = retry_all()
 
   def by_sort():
     order = jnp.argsort(-logits, axis=-1, stable=True)

@@ -296,3 +296,22 @@ def test_inverse_cdf_never_draws_masked_tokens():
   tokens = np.asarray(strategies._draw_from_vocabulary(jnp.asarray(logits), jnp.array([0.0, 0.5, 0.999999, 1.0])))
   assert set(tokens.tolist()) <= {0, 127, 128, 255}
   assert tokens[0] == 0 and tokens[-1] == 255
+
+
+def test_retried_rows_gathered_into_a_small_batch_draw_the_nucleus_distribution():
+  # 500 rows at top_p 0.9: about 50 rows are rejected in the first round, few enough (<= 64) to be
+  # retried as a gathered batch. 40 batches of 500 rows: 20,000 draws from that path.
+  assert strategies._RETRY_ROWS == 64
+  logits = _large_vocab_logits(3000, 1.0, seed=5)
+  probs = np.exp(logits.astype(np.float64) - np.logaddexp.reduce(logits.astype(np.float64)))
+  keep = np.asarray(nucleus_mask(jnp.asarray(logits)[None], 0.9))[0]
+  batch = jnp.broadcast_to(jnp.asarray(logits), (500, 3000))
+  sample = jax.jit(lambda key: sample_tokens(batch, key, 1.0, top_p=0.9))
+  tokens = np.concatenate([np.asarray(sample(jax.random.key(i))) for i in range(40)])
+  assert keep[tokens].all()
+  expected = renormalised(probs, keep)
+  common = expected * len(tokens) >= 5
+  counts = np.bincount(tokens, minlength=3000)
+  observed = np.append(counts[common], counts[~common].sum())
+  pooled = np.append(expected[common], expected[~common].sum())
+  assert chi_square_p_value(np.repeat(np.arange(len(observed)), observed), pooled / pooled.sum()) > MIN_P_VALUE
