@@ -247,3 +247,11 @@ def test_runner_runs_argv_and_shell_lines_in_order_and_stops_at_failure(capsys):
     assert common.run_commands(cmds, dry_run=False) == 3
     err = capsys.readouterr().err
     assert "exited with status 3" in err and "false-never-reached" not in err
+
+
+def test_launch_sample_py_on_every_worker(capsys):
+    args = ["--checkpoint=gs://b/runs/1b", "--prompts=prompts.jsonl", "--output=predictions.jsonl"]
+    lines = dry_run(capsys, launch, TPU + ["--run_name", "s", "--program", "sample.py", "--dry_run", "--"] + args)
+    argv, remote = remote_of(lines[0])
+    assert "--worker=all" in argv
+    assert "setsid nohup python sample.py --checkpoint=gs://b/runs/1b" in remote and "train.py" not in remote

@@ -10,7 +10,8 @@ the connection does not stop training; stdout and stderr go to a log per worker,
 ~/codelm_logs/RUN_NAME-workerN.log, with ~/codelm_logs/latest.log pointing at it and the process id in
 ~/codelm_logs/train.pid. A worker whose previous train.py is still running refuses to start a second
 one (the TPU is in use) unless --restart is given, which stops the old process group first.
-MODEL_DIR must be storage every worker sees (gs://...). Watch with tpu/logs.py.
+MODEL_DIR must be storage every worker sees (gs://...). Watch with tpu/logs.py. `--program sample.py`
+runs sample.py the same way (--prompts must exist on every worker; worker 0 writes --output on its disk).
 
 Example (v4-64):
   python tpu/launch.py --name codelm-v4 --zone us-central2-b -- \\
@@ -44,12 +45,16 @@ def build_parser():
                    help="environment variable for train.py on every worker (repeatable)")
     p.add_argument("--restart", action="store_true",
                    help="stop a train.py still running from an earlier launch before starting")
+    p.add_argument("--program", default="train.py", choices=("train.py", "sample.py"),
+                   help="the entry point every worker runs with the args after `--` (default: train.py); "
+                        "sample.py splits its rows over the whole pod and worker 0 writes the predictions")
     p.usage = "%(prog)s --name NAME --zone ZONE [options] -- TRAIN_ARGS..."
     return p
 
 
-def remote_command(train_args: list[str], run_name: str, env: list[str], restart: bool) -> str:
-    """The shell line every worker runs: start train.py detached, log to ~/codelm_logs/."""
+def remote_command(train_args: list[str], run_name: str, env: list[str], restart: bool,
+                   program: str = "train.py") -> str:
+    """The shell line every worker runs: start `program` (train.py) detached, log to ~/codelm_logs/."""
     logs, pid = common.LOG_DIR, common.PID_FILE
     old = f'"$(cat {pid})"'
     if restart:
@@ -57,7 +62,7 @@ def remote_command(train_args: list[str], run_name: str, env: list[str], restart
                    f"for i in $(seq 60); do kill -0 {old} 2>/dev/null || break; sleep 1; done; "
                    f"kill -KILL -- -{old} 2>/dev/null || true")
     else:
-        running = (f'echo "worker $W: train.py is still running (pid $(cat {pid})); '
+        running = (f'echo "worker $W: an earlier run is still running (pid $(cat {pid})); '
                    f'rerun with --restart to stop it" >&2; exit 1')
     exports = "".join(f"export {k}={shlex.quote(v)}; " for k, _, v in (e.partition("=") for e in env))
     return (
@@ -66,8 +71,8 @@ def remote_command(train_args: list[str], run_name: str, env: list[str], restart
         f"if [ -f {pid} ] && kill -0 {old} 2>/dev/null; then {running}; fi; "
         f"LOG={logs}/{run_name}-worker$W.log; ln -sfn \"$LOG\" {common.LATEST_LOG}; "
         f". .venv/bin/activate; {exports}"
-        f"setsid nohup python train.py {shlex.join(train_args)} > \"$LOG\" 2>&1 < /dev/null & "
-        f"echo $! > {pid}; echo \"worker $W: started train.py, pid $!, log $LOG\""
+        f"setsid nohup python {program} {shlex.join(train_args)} > \"$LOG\" 2>&1 < /dev/null & "
+        f"echo $! > {pid}; echo \"worker $W: started {program}, pid $!, log $LOG\""
     )
 
 
@@ -78,7 +83,7 @@ def main(argv=None) -> int:
     if not re.match(r"^[A-Za-z0-9_.-]+$", run_name):
         p.error(f"argument --run_name: {run_name!r} may only contain letters, digits, '_', '.', '-'")
     common.warn_local_model_dir(train_args)
-    remote = remote_command(train_args, run_name, args.env, args.restart)
+    remote = remote_command(train_args, run_name, args.env, args.restart, args.program)
     return common.run_commands([common.gcloud_ssh(args.name, args.zone, args.project, remote)], args.dry_run)
 
 
