@@ -306,8 +306,8 @@ def test_retried_rows_gathered_into_a_small_batch_draw_the_nucleus_distribution(
   probs = np.exp(logits.astype(np.float64) - np.logaddexp.reduce(logits.astype(np.float64)))
   keep = np.asarray(nucleus_mask(jnp.asarray(logits)[None], 0.9))[0]
   batch = jnp.broadcast_to(jnp.asarray(logits), (500, 3000))
-  sample = jax.jit(lambda key: sample_tokens(batch, key, 1.0, top_p=0.9))
-  tokens = np.concatenate([np.asarray(sample(jax.random.key(i))) for i in range(40)])
+  sample = jax.jit(lambda rows, key: sample_tokens(rows, key, 1.0, top_p=0.9))  # rows as an argument, not
+  tokens = np.concatenate([np.asarray(sample(batch, jax.random.key(i))) for i in range(40)])  # a folded constant
   assert keep[tokens].all()
   expected = renormalised(probs, keep)
   common = expected * len(tokens) >= 5
