@@ -36,26 +36,20 @@ import gin
 import numpy as np
 
 import gin_flags
+from sampling.jsonl import read_jsonl
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
 
 def read_prompts(path: str) -> list[dict]:
   """Parsed prompt records; a malformed line is an error naming the file and line."""
   prompts = []
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as error:
-        raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-      missing = [k for k in ("qid", "language", "prompt") if k not in record]
-      if not isinstance(record, dict) or missing:
-        raise ValueError(f"{path}:{number}: a prompt needs qid, language and prompt; missing {missing}")
-      if "stop" in record and not (isinstance(record["stop"], list) and all(isinstance(s, str) for s in record["stop"])):
-        raise ValueError(f"{path}:{number}: stop must be a list of strings")
-      prompts.append(record)
+  for number, record in read_jsonl(path):
+    missing = [k for k in ("qid", "language", "prompt") if k not in record]
+    if missing:
+      raise ValueError(f"{path}:{number}: a prompt needs qid, language and prompt; missing {missing}")
+    if "stop" in record and not (isinstance(record["stop"], list) and all(isinstance(s, str) for s in record["stop"])):
+      raise ValueError(f"{path}:{number}: stop must be a list of strings")
+    prompts.append(record)
   return prompts
 
 

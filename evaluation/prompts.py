@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 
 from objectives.languages import LANGUAGES, Language
+from sampling.jsonl import read_jsonl
 
 GENERATION_TEMPLATE = (
     "You are an expert {language} programmer, complete the implementation.\n"
@@ -83,21 +84,6 @@ def humaneval_prompts(template: bool = True, limit: int | None = None) -> list[d
     prompts.append({"qid": problem["task_id"], "language": python, "prompt": text,
                     "entry_fn_name": problem["entry_point"]})
   return prompts
-
-
-def read_jsonl(path: str) -> Iterable[tuple[int, dict]]:
-  """(line number, record) for each non-blank line; a malformed line is an error naming it."""
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as error:
-        raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-      if not isinstance(record, dict):
-        raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-      yield number, record
 
 
 def _source_program(record: dict, source: Language | None, where: str) -> tuple[Language, str] | None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from evaluation import sandbox
 from evaluation.passk import mean_pass_at_k
-from evaluation.prompts import read_jsonl
+from sampling.jsonl import read_jsonl
 
 PYTHON_NAMES = frozenset({"python", "python3", "py"})
 BABELCODE_COMMAND = (

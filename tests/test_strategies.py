@@ -233,18 +233,6 @@ def test_bad_mask_arguments_raise():
     sample_tokens(jnp.zeros((5,)), jax.random.key(0), 0.8)
 
 
-@pytest.mark.parametrize("scale", [0.5, 3.0, 8.0])
-def test_the_fast_candidate_path_gives_the_full_sort_result(scale):
-  # 4096 tokens: peaked rows (nucleus inside the top 1024) and flat rows (the full-sort fallback).
-  from sampling import strategies
-
-  logits = jax.random.normal(jax.random.key(7), (6, 4096)) * scale
-  for top_p in (0.5, 0.9, 0.95):
-    fast = strategies.nucleus_mask(logits, top_p)
-    slow = strategies._nucleus_by_sort(logits.astype(jnp.float32), top_p)
-    np.testing.assert_array_equal(np.asarray(fast), np.asarray(slow))
-
-
 def _large_vocab_logits(vocab: int, scale: float, seed: int) -> np.ndarray:
   """A large vocabulary holding LOGITS' 12 tokens plus many far less likely ones, so that the
   distribution (and its nucleus) is known in closed form."""
@@ -257,7 +245,7 @@ def _large_vocab_logits(vocab: int, scale: float, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("vocab, top_p", [(5000, 0.95), (5000, 1.0), (4100, 0.5)])
 def test_large_vocabulary_draws_follow_the_masked_distribution(vocab, top_p):
-  # The fast paths (top-1024 candidates for the nucleus, the blocked inverse CDF without it; 4100 is
+  # The fast paths (rejection sampling for the nucleus, the blocked inverse CDF without it; 4100 is
   # not a multiple of the block) must draw from exactly the distribution the masks define.
   logits = _large_vocab_logits(vocab, 1.0, seed=vocab)
   probs = np.exp(logits.astype(np.float64) - np.logaddexp.reduce(logits.astype(np.float64)))
@@ -284,7 +272,7 @@ def test_flat_rows_draw_inside_the_nucleus(top_p):
       logits, jax.random.key(4), 1.0, top_p=top_p))
   assert keep[np.arange(64), tokens].all()
   if top_p == 0.95:
-    assert keep.sum(axis=-1).min() > 1024
+    assert keep.sum(axis=-1).min() > 1024  # thousands of tokens: a sort-based nucleus's worst case
     assert len(set(tokens.tolist())) > 50  # spread over the nucleus, not stuck on the top tokens
 
 
