@@ -2,15 +2,38 @@ r"""Builds the code corpus: source trees in, sharded TFRecords per language and 
 
   python -m objectives.corpus --source DIR [--source DIR ...] --output CORPUS_DIR \
       [--validation_share 0.05] [--num_shards 4] [--max_file_bytes 1000000] \
-      [--max_files_per_language N] [--exclude DIR ...] [--preset local] [--runner DirectRunner] \
+      [--max_files_per_language N] [--exclude DIR ...] [--preset local] \
+      [--near_dedup | --no_near_dedup] [--near_dup_threshold 0.7] [--runner DirectRunner] \
       [other Beam options]
 
 The driver walks the trees (never following symlinks, so a symlink loop is harmless) and keeps the
 files whose name `languages.classify` recognises. An Apache Beam pipeline then reads them, drops
-empty / too large / binary / non-UTF-8 files and exact duplicates (by sha256 of the content),
-splits train / validation and assigns shards by the content hash, and writes each shard sorted by
-that hash (`records.write_shard`). Everything is a function of the file contents and their relative
-paths, so the same input gives byte-identical shards and stats.json on any runner.
+empty / too large / binary / non-UTF-8 files, exact duplicates (by sha256 of the content) and near
+duplicates (below), splits train / validation and assigns shards by the content hash, and writes each
+shard sorted by that hash (`records.write_shard`). Everything is a function of the file contents and
+their relative paths, so the same input gives byte-identical shards and stats.json on any runner.
+
+Near-deduplication (on by default; --no_near_dedup turns it off) removes files that are almost the
+same as another file of the same language: a copy with a comment edited, a variable renamed, or
+re-indented. Each file becomes the set of its 5-token shingles, the tokens being identifiers and
+numbers (`\w+`) and single punctuation characters; whitespace is not a token, so reformatting changes
+nothing. A file of fewer than 5 tokens is one shingle of them all; a file without tokens is not
+compared. A 256-permutation MinHash (datasketch, fixed seed), computed once per file, estimates the
+Jaccard similarity of two such sets as the share of equal signature values. Locality-sensitive
+hashing finds the candidates without comparing all pairs: the signature is cut into b bands of r
+values (b and r from datasketch's MinHashLSH for the threshold: 25 bands of 10 for 0.7), and files of
+one language that agree on a whole band meet in one bucket (a Beam GroupByKey on (language, band,
+band values)). In a bucket, the file of smallest content digest is the representative, and every other
+file whose estimated Jaccard with it is at least --near_dup_threshold is a near duplicate: it goes, and
+is counted as "near_duplicate". A file only goes for a similar file of smaller digest, so of a group of
+near duplicates the one of smallest digest always stays.
+
+The default threshold, 0.7 (with 5-token shingles and 256 permutations), is BigCode's near-dedup
+setting for The Stack and SantaCoder. An edited copy (a comment reworded, a local renamed) keeps a
+similarity of about 0.8-0.95 to its original and goes; different files of one project share
+boilerplate but few 5-token runs and score far below it. Thresholds from about 0.99 up, for which
+MinHashLSH's best banding is a single band (which it refuses), use one band of all 256 values: the
+candidates are then files with identical signatures. stats.json's "options" records the settings.
 
 Unknown flags go to Beam's PipelineOptions unchanged (`--runner`, `--direct_num_workers`, Dataflow's
 `--project` ...). Any --source, --exclude and --output may be a URL that tf.io.gfile reads (gs://,
@@ -47,6 +70,8 @@ import sysconfig
 from typing import Iterable, Iterator
 
 import apache_beam as beam
+import datasketch
+import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 import tqdm
 
@@ -56,7 +81,7 @@ from objectives import records
 # Why a file was left out. Driver side: symlink, not_code, capped (over --max_files_per_language);
 # pipeline side: the rest. All are always reported, so stats.json has a fixed shape.
 SKIP_REASONS = ("symlink", "not_code", "capped", "unreadable", "empty", "too_large", "binary", "not_utf8",
-                "duplicate")
+                "duplicate", "near_duplicate")
 STATS_FILE = "stats.json"
 # The driver's list of files for the pipeline and the pipeline's counts, read back by the driver; removed.
 _WORK_DIR = ".corpus-work"
@@ -67,6 +92,15 @@ _SKIPPED = "skipped"  # tag of the pipeline's skip-reason output
 # A file to read, as the pipeline carries it: plain tuples (picklable, no schema inference).
 #   (absolute path or URL, relative path "label/dir/name", language name)
 SourceFile = tuple[str, str, str]
+
+# Near-deduplication (see the module docstring): BigCode's setting for The Stack / SantaCoder.
+NEAR_DUP_THRESHOLD = 0.7  # estimated Jaccard similarity of the shingle sets at or above which a file goes
+NEAR_DUP_NUM_PERM = 256  # MinHash permutations (signature length)
+NEAR_DUP_SHINGLE_SIZE = 5  # tokens per shingle
+NEAR_DUP_SEED = 1  # MinHash permutation seed: fixed, so signatures are the same in every worker and run
+_MINHASH_SCHEME = "affine32"  # datasketch 2.0's default, named so a new default cannot change signatures
+_MINHASH_BATCH = 4096  # shingles per update_batch: it builds a (shingles x permutations) array
+_CODE_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 LOCAL_PRESET_GLOBS = ("/usr/include", "/usr/lib/node_modules", "/usr/local/lib/node_modules",
                       "/usr/share/javascript", "/usr/lib/go*/src", "/usr/local/go/src", "/usr/share/R",
@@ -345,6 +379,135 @@ class KeepOne(beam.DoFn):
     yield digest, relpath, language, text
 
 
+def code_shingles(text: str, size: int = NEAR_DUP_SHINGLE_SIZE) -> set[bytes]:
+  """The set of `size`-token shingles of a source text, UTF-8 encoded; whitespace is not a token.
+
+  Fewer than `size` tokens: one shingle of them all; none: the empty set.
+  """
+  tokens = _CODE_TOKEN_RE.findall(text)
+  if len(tokens) <= size:
+    return {" ".join(tokens).encode("utf-8")} if tokens else set()
+  # Tokens hold no whitespace, so " " separates them unambiguously.
+  return {" ".join(tokens[i:i + size]).encode("utf-8") for i in range(len(tokens) - size + 1)}
+
+
+def lsh_bands(threshold: float, num_perm: int = NEAR_DUP_NUM_PERM) -> tuple[int, int]:
+  """(bands, rows per band) for a Jaccard threshold: datasketch's MinHashLSH choice.
+
+  For thresholds so close to 1 that MinHashLSH refuses (its best split has one band, >= 0.99 for
+  256 permutations), one band of all `num_perm` values: candidates have identical signatures.
+  """
+  try:
+    lsh = datasketch.MinHashLSH(threshold=threshold, num_perm=num_perm)
+  except ValueError:
+    if not 0.0 < threshold <= 1.0:
+      raise
+    return 1, num_perm
+  return lsh.b, lsh.r
+
+
+def estimated_jaccard(signature: bytes, other: bytes) -> float:
+  """The share of equal values of two MinHash signatures (as `MinHashBands` encodes them)."""
+  a, b = np.frombuffer(signature, dtype="<u4"), np.frombuffer(other, dtype="<u4")
+  return np.count_nonzero(a == b) / len(a)
+
+
+class MinHashBands(beam.DoFn):
+  """(digest, relpath, language, text) -> one ((language, band, band bytes), (digest, signature)) per band.
+
+  The signature is the file's MinHash over `code_shingles`, little-endian uint32 bytes; computed
+  once per file. A file without tokens yields nothing (it is never a near duplicate).
+  """
+
+  def __init__(self, num_perm: int, bands: int, rows: int, shingle_size: int):
+    self._num_perm, self._bands, self._rows, self._shingle_size = num_perm, bands, rows, shingle_size
+    self._permutations = None
+
+  def setup(self) -> None:
+    # Drawing the permutations once per worker rather than once per file.
+    self._permutations = datasketch.MinHash(num_perm=self._num_perm, seed=NEAR_DUP_SEED,
+                                            scheme=_MINHASH_SCHEME).permutations
+
+  def process(self, record: tuple) -> Iterator:
+    digest, _, language, text = record
+    shingles = list(code_shingles(text, self._shingle_size))  # any order: a minimum per permutation
+    if not shingles:
+      return
+    if self._permutations is None:
+      self.setup()
+    minhash = datasketch.MinHash(num_perm=self._num_perm, seed=NEAR_DUP_SEED, scheme=_MINHASH_SCHEME,
+                                 permutations=self._permutations)
+    for start in range(0, len(shingles), _MINHASH_BATCH):
+      minhash.update_batch(shingles[start:start + _MINHASH_BATCH])
+    signature = minhash.hashvalues.astype("<u4").tobytes()
+    width = 4 * self._rows  # bytes per band
+    for band in range(self._bands):
+      yield (language, band, signature[band * width:(band + 1) * width]), (digest, signature)
+
+
+class NearDuplicatesInBucket(beam.DoFn):
+  """((language, band, bytes), [(digest, signature), ...]) -> digests of the bucket's near duplicates.
+
+  The member of smallest digest is the representative; every other member whose estimated Jaccard
+  with it reaches the threshold is a near duplicate. Two passes over the bucket, one signature held:
+  a large bucket need not fit in memory (Beam's grouped values can be iterated again).
+  """
+
+  def __init__(self, threshold: float):
+    self._threshold = threshold
+
+  def process(self, element: tuple) -> Iterator[str]:
+    _, members = element
+    representative = None
+    count = 0
+    for member in members:
+      count += 1
+      if representative is None or member[0] < representative[0]:
+        representative = member
+    if count < 2:
+      return
+    for digest, signature in members:
+      if digest != representative[0] and estimated_jaccard(representative[1], signature) >= self._threshold:
+        yield digest
+
+
+def key_record(record: tuple) -> tuple[str, tuple]:
+  return record[0], record
+
+
+def key_near_duplicate(digest: str) -> tuple[str, None]:
+  return digest, None
+
+
+class DropNearDuplicates(beam.DoFn):
+  """(digest, {"record": [record], "near": [None, ...]}) -> the record, or "near_duplicate" on `skipped`."""
+
+  def process(self, element: tuple) -> Iterator:
+    _, grouped = element
+    is_near_duplicate = any(True for _ in grouped["near"])
+    for record in grouped["record"]:
+      if is_near_duplicate:
+        yield beam.pvalue.TaggedOutput(_SKIPPED, "near_duplicate")
+      else:
+        yield record
+
+
+def remove_near_duplicates(records_in: beam.PCollection, threshold: float) -> beam.pvalue.DoOutputsTuple:
+  """The near-deduplication transforms on exactly de-duplicated records (digest, relpath, language, text):
+  outputs "kept" (the records that stay) and `skipped` (one "near_duplicate" per record removed)."""
+  bands, rows = lsh_bands(threshold, NEAR_DUP_NUM_PERM)
+  near = (records_in
+          | "MinHashBands" >> beam.ParDo(MinHashBands(NEAR_DUP_NUM_PERM, bands, rows, NEAR_DUP_SHINGLE_SIZE))
+          | "GroupBuckets" >> beam.GroupByKey()
+          | "NearInBucket" >> beam.ParDo(NearDuplicatesInBucket(threshold))
+          | "NearDigests" >> beam.Distinct()
+          | "KeyNear" >> beam.Map(key_near_duplicate))
+  keyed = records_in | "KeyRecords" >> beam.Map(key_record)
+  return ({"record": keyed, "near": near}
+          | "JoinNear" >> beam.CoGroupByKey()
+          | "DropNear" >> beam.ParDo(DropNearDuplicates()).with_outputs(_SKIPPED, main="kept"))
+
+
 class Place(beam.DoFn):
   """(digest, relpath, language, text) -> ((language, split, shard), (digest, relpath, text))."""
 
@@ -415,7 +578,8 @@ def write_lines(lines: list[str], filename: str) -> str:
 
 
 def build_pipeline(pipeline: beam.Pipeline, manifest: list[str], output: str, counts_file: str,
-                   validation_share: float, num_shards: int, max_file_bytes: int) -> None:
+                   validation_share: float, num_shards: int, max_file_bytes: int, near_dedup: bool = True,
+                   near_dup_threshold: float = NEAR_DUP_THRESHOLD) -> None:
   """Adds the corpus transforms to `pipeline`: reads the files listed in the `manifest` files
   (`write_manifest`), writes shards under `output` and the count lines to `counts_file`."""
   read = (pipeline
@@ -427,7 +591,13 @@ def build_pipeline(pipeline: beam.Pipeline, manifest: list[str], output: str, co
             | "KeyByDigest" >> beam.Map(key_by_digest)
             | "GroupCopies" >> beam.GroupByKey()
             | "KeepOne" >> beam.ParDo(KeepOne()).with_outputs(_SKIPPED, main="unique"))
-  placed = unique.unique | "Place" >> beam.ParDo(Place(validation_share, num_shards))
+  skipped = [read[_SKIPPED], unique[_SKIPPED]]
+  kept = unique.unique
+  if near_dedup:
+    near = remove_near_duplicates(unique.unique, near_dup_threshold)
+    kept = near.kept
+    skipped.append(near[_SKIPPED])
+  placed = kept | "Place" >> beam.ParDo(Place(validation_share, num_shards))
 
   empty_shards = (placed
                   | "Language" >> beam.Map(language_of)
@@ -442,7 +612,7 @@ def build_pipeline(pipeline: beam.Pipeline, manifest: list[str], output: str, co
            | "Size" >> beam.Map(size_of)
            | "AddSizes" >> beam.CombinePerKey(add_sizes)
            | "SizeLines" >> beam.Map(size_line))
-  skips = ((read[_SKIPPED], unique[_SKIPPED])
+  skips = (tuple(skipped)
            | "AllSkips" >> beam.Flatten()
            | "CountSkips" >> beam.combiners.Count.PerElement()
            | "SkipLines" >> beam.Map(skip_line))
@@ -539,8 +709,12 @@ def collect_files(roots: list[str], max_files_per_language: int | None, skipped:
 
 def build_corpus(sources: list[str], output: str, validation_share: float = 0.05, num_shards: int = 4,
                  max_file_bytes: int = 1_000_000, pipeline_args: list[str] | None = None,
-                 max_files_per_language: int | None = None, exclude: Iterable[str] = ()) -> dict:
-  """Builds the corpus under `output` and returns its stats (also written to output/stats.json)."""
+                 max_files_per_language: int | None = None, exclude: Iterable[str] = (),
+                 near_dedup: bool = True, near_dup_threshold: float = NEAR_DUP_THRESHOLD) -> dict:
+  """Builds the corpus under `output` and returns its stats (also written to output/stats.json).
+
+  near_dedup: remove near duplicates (module docstring), at estimated Jaccard >= near_dup_threshold.
+  """
   for source in sources:
     if not is_dir(source):
       raise FileNotFoundError(f"corpus source {source!r} does not exist or is not a directory")
@@ -550,6 +724,8 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
     raise ValueError(f"num_shards and max_file_bytes must be positive, got {num_shards}, {max_file_bytes}")
   if max_files_per_language is not None and max_files_per_language < 0:
     raise ValueError(f"max_files_per_language must be >= 0, got {max_files_per_language}")
+  if not 0.0 < near_dup_threshold <= 1.0:  # NaN fails too
+    raise ValueError(f"near_dup_threshold must be in (0, 1], got {near_dup_threshold}")
 
   gfile = _gfile()
   output = normalize_path(output) if is_url(output) else os.path.abspath(output)
@@ -569,7 +745,8 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
   manifest = write_manifest(files, work_dir)
   counts_file = _join(work_dir, "counts.jsonl")
   with beam.Pipeline(options=options) as pipeline:
-    build_pipeline(pipeline, manifest, output, counts_file, validation_share, num_shards, max_file_bytes)
+    build_pipeline(pipeline, manifest, output, counts_file, validation_share, num_shards, max_file_bytes,
+                   near_dedup, near_dup_threshold)
   sizes = read_counts(counts_file, skipped)
   gfile.rmtree(work_dir)
 
@@ -581,7 +758,9 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
       "languages": sizes,
       "skipped": {reason: skipped[reason] for reason in SKIP_REASONS},
       "options": {"validation_share": validation_share, "num_shards": num_shards,
-                  "max_file_bytes": max_file_bytes, "max_files_per_language": max_files_per_language},
+                  "max_file_bytes": max_file_bytes, "max_files_per_language": max_files_per_language,
+                  "near_dedup": near_dedup, "near_dup_threshold": near_dup_threshold,
+                  "near_dup_num_perm": NEAR_DUP_NUM_PERM, "near_dup_shingle_size": NEAR_DUP_SHINGLE_SIZE},
   }
   write_json(_join(output, STATS_FILE), stats)
   return stats
@@ -614,6 +793,15 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], a
                       help="a directory (or URL) not to enter (repeatable)")
   parser.add_argument("--preset", choices=["local"], default=None,
                       help="local: add source trees already on this machine (stdlib, /usr/include, ...)")
+  parser.add_argument("--near_dedup", action=argparse.BooleanOptionalAction, default=True,
+                      help="remove near-duplicate files of the same language (MinHash LSH; default: on); "
+                           "--no_near_dedup (or --no-near_dedup) keeps them")
+  # BooleanOptionalAction's negation is "--no-near_dedup"; the other flags use "_", so this spelling too
+  # (unparsed, parse_known_args would hand it to Beam and near-dedup would silently stay on).
+  parser.add_argument("--no_near_dedup", dest="near_dedup", action="store_false", help=argparse.SUPPRESS)
+  parser.add_argument("--near_dup_threshold", type=float, default=NEAR_DUP_THRESHOLD,
+                      help="estimated Jaccard similarity of 5-token shingle sets, in (0, 1], at or above "
+                           f"which a file is a near duplicate (default: {NEAR_DUP_THRESHOLD})")
   args, pipeline_args = parser.parse_known_args(argv)
   return args, pipeline_args, parser
 
@@ -639,8 +827,11 @@ def main(argv: list[str] | None = None) -> dict:
       parser.error(f"{name} must be positive, got {value}")
   if not 0.0 <= args.validation_share <= 1.0:
     parser.error(f"--validation_share must be in [0, 1], got {args.validation_share}")
+  if not 0.0 < args.near_dup_threshold <= 1.0:
+    parser.error(f"--near_dup_threshold must be in (0, 1], got {args.near_dup_threshold}")
   stats = build_corpus(sources, args.output, args.validation_share, args.num_shards, args.max_file_bytes,
-                       pipeline_args, max_files, exclude)
+                       pipeline_args, max_files, exclude, near_dedup=args.near_dedup,
+                       near_dup_threshold=args.near_dup_threshold)
   print(format_table(stats))
   print(f"wrote {args.output if is_url(args.output) else os.path.abspath(args.output)}")
   return stats

@@ -48,7 +48,7 @@ def make_tree(root):
 
 
 EXPECTED_SKIPS = {"symlink": 2, "not_code": 1, "capped": 0, "unreadable": 0, "empty": 1, "too_large": 1,
-                  "binary": 1, "not_utf8": 1, "duplicate": 1}
+                  "binary": 1, "not_utf8": 1, "duplicate": 1, "near_duplicate": 0}
 
 
 def read_corpus(corpus_dir):
@@ -153,7 +153,8 @@ def test_stats_match_records(built):
           "bytes": sum(len(t.encode("utf-8")) for t in texts),
           "characters": sum(len(t) for t in texts)}
   assert stats[0]["options"] == {"validation_share": 0.5, "num_shards": 2, "max_file_bytes": MAX_FILE_BYTES,
-                                 "max_files_per_language": None}
+                                 "max_files_per_language": None, "near_dedup": True, "near_dup_threshold": 0.7,
+                                 "near_dup_num_perm": 256, "near_dup_shingle_size": 5}
   on_disk = (output / "stats.json").read_text()
   assert str(output) not in on_disk and "proj" not in on_disk  # no absolute paths
 
@@ -361,3 +362,654 @@ def test_missing_url_source_is_a_clear_error(tmp_path, capsys):
   assert "ram://no_such_tree" in capsys.readouterr().err
   with pytest.raises(FileNotFoundError, match="no_such_tree"):
     corpus.build_corpus(["ram://no_such_tree"], str(tmp_path / "out"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Near-deduplication: realistic files and edited copies of them.
+
+PY_INVENTORY = '''\
+"""Inventory bookkeeping for a small shop: load stock from CSV, value it, and plan restocking."""
+
+import csv
+import dataclasses
+import sys
+
+
+@dataclasses.dataclass
+class Item:
+  sku: str
+  name: str
+  quantity: int
+  unit_price: float
+  reorder_level: int = 5
+
+
+def parse_row(row):
+  # A row is sku, name, quantity, unit price and an optional reorder level.
+  sku, name, quantity, price = row[:4]
+  level = int(row[4]) if len(row) > 4 and row[4] else 5
+  return Item(sku.strip(), name.strip(), int(quantity), float(price), level)
+
+
+def load_inventory(path):
+  items = {}
+  with open(path, newline="") as f:
+    for row in csv.reader(f):
+      if not row or row[0].startswith("#"):
+        continue
+      item = parse_row(row)
+      if item.sku in items:
+        raise ValueError(f"duplicate sku {item.sku} in {path}")
+      items[item.sku] = item
+  return items
+
+
+def total_value(items):
+  total = 0.0
+  for item in items.values():
+    total += item.quantity * item.unit_price
+  return round(total, 2)
+
+
+def needs_restock(items):
+  low = [item for item in items.values() if item.quantity <= item.reorder_level]
+  low.sort(key=lambda item: (item.quantity - item.reorder_level, item.sku))
+  return low
+
+
+def restock_order(items, budget):
+  order = []
+  remaining = budget
+  for item in needs_restock(items):
+    wanted = 2 * item.reorder_level - item.quantity
+    affordable = int(remaining // item.unit_price) if item.unit_price > 0 else wanted
+    count = min(wanted, affordable)
+    if count <= 0:
+      continue
+    order.append((item.sku, count))
+    remaining -= count * item.unit_price
+  return order, round(budget - remaining, 2)
+
+
+def report(items, out=sys.stdout):
+  width = max((len(item.name) for item in items.values()), default=4)
+  for sku in sorted(items):
+    item = items[sku]
+    flag = " LOW" if item.quantity <= item.reorder_level else ""
+    out.write(f"{sku:<8} {item.name:<{width}} {item.quantity:>5} {item.unit_price:>9.2f}{flag}\\n")
+  out.write(f"total value: {total_value(items):.2f}\\n")
+
+
+def main(argv):
+  items = load_inventory(argv[1])
+  report(items)
+  order, cost = restock_order(items, float(argv[2]) if len(argv) > 2 else 500.0)
+  for sku, count in order:
+    print(f"order {count} x {sku}")
+  print(f"restock cost: {cost:.2f}")
+
+
+if __name__ == "__main__":
+  main(sys.argv)
+'''
+# Its near duplicates: (a) one comment reworded, (b) a local variable renamed everywhere, (c) reformatted.
+PY_COMMENT = PY_INVENTORY.replace(
+    "  # A row is sku, name, quantity, unit price and an optional reorder level.\n",
+    "  # Columns: the SKU, a display name, units in stock, the price per unit, then the reorder level if any.\n")
+PY_RENAMED = PY_INVENTORY.replace("remaining", "money_left")
+def _reindent(text):
+  """2-space indentation made 4-space, runs of blank lines made one, a blank line after each return/continue."""
+  out = []
+  for line in text.split("\n"):
+    stripped = line.lstrip(" ")
+    indent = (len(line) - len(stripped)) // 2
+    out.append("    " * indent + stripped)
+    if stripped.startswith(("return", "continue")):
+      out.append("")
+  return "\n".join(out).replace("\n\n\n", "\n\n")
+PY_REFORMATTED = _reindent(PY_INVENTORY)
+
+# Different files of the same languages, of similar size: all stay.
+PY_GRAPH = '''\
+"""Small graph algorithms over adjacency dictionaries: traversal, ordering and shortest paths."""
+
+import collections
+import heapq
+
+
+def breadth_first(graph, start):
+  seen = {start}
+  queue = collections.deque([start])
+  order = []
+  while queue:
+    node = queue.popleft()
+    order.append(node)
+    for neighbour in graph.get(node, ()):
+      if neighbour not in seen:
+        seen.add(neighbour)
+        queue.append(neighbour)
+  return order
+
+
+def depth_first(graph, start, seen=None):
+  seen = set() if seen is None else seen
+  seen.add(start)
+  result = [start]
+  for neighbour in graph.get(start, ()):
+    if neighbour not in seen:
+      result.extend(depth_first(graph, neighbour, seen))
+  return result
+
+
+def topological_order(graph):
+  indegree = collections.Counter()
+  for node, targets in graph.items():
+    indegree.setdefault(node, 0)
+    for target in targets:
+      indegree[target] += 1
+  ready = sorted(node for node, degree in indegree.items() if degree == 0)
+  order = []
+  while ready:
+    node = ready.pop(0)
+    order.append(node)
+    for target in graph.get(node, ()):
+      indegree[target] -= 1
+      if indegree[target] == 0:
+        ready.append(target)
+    ready.sort()
+  if len(order) != len(indegree):
+    raise ValueError("the graph has a cycle")
+  return order
+
+
+def shortest_paths(weighted, source):
+  distance = {source: 0}
+  previous = {}
+  heap = [(0, source)]
+  while heap:
+    cost, node = heapq.heappop(heap)
+    if cost > distance.get(node, float("inf")):
+      continue
+    for target, weight in weighted.get(node, {}).items():
+      candidate = cost + weight
+      if candidate < distance.get(target, float("inf")):
+        distance[target] = candidate
+        previous[target] = node
+        heapq.heappush(heap, (candidate, target))
+  return distance, previous
+
+
+def path_to(previous, source, target):
+  path = [target]
+  while path[-1] != source:
+    if path[-1] not in previous:
+      return None
+    path.append(previous[path[-1]])
+  return path[::-1]
+
+
+def connected_components(graph):
+  undirected = collections.defaultdict(set)
+  for node, targets in graph.items():
+    undirected[node]
+    for target in targets:
+      undirected[node].add(target)
+      undirected[target].add(node)
+  components, seen = [], set()
+  for node in sorted(undirected):
+    if node not in seen:
+      component = depth_first(undirected, node, seen)
+      components.append(sorted(component))
+  return components
+'''
+
+PY_TEXTSTATS = '''\
+"""Word and sentence statistics for plain-text documents, as used by the readability report."""
+
+import math
+import re
+import string
+
+WORD = re.compile(r"[A-Za-z']+")
+SENTENCE_END = re.compile(r"[.!?]+\\s+")
+VOWELS = set("aeiouy")
+
+
+def words(text):
+  return [w.lower().strip("'") for w in WORD.findall(text) if w.strip("'")]
+
+
+def sentences(text):
+  parts = [p.strip() for p in SENTENCE_END.split(text)]
+  return [p for p in parts if p]
+
+
+def syllables(word):
+  word = word.lower()
+  count, previous_vowel = 0, False
+  for ch in word:
+    vowel = ch in VOWELS
+    if vowel and not previous_vowel:
+      count += 1
+    previous_vowel = vowel
+  if word.endswith("e") and count > 1:
+    count -= 1
+  return max(count, 1)
+
+
+def frequencies(text, stopwords=frozenset()):
+  counts = {}
+  for word in words(text):
+    if word in stopwords:
+      continue
+    counts[word] = counts.get(word, 0) + 1
+  return counts
+
+
+def top_words(text, n=10, stopwords=frozenset()):
+  counts = frequencies(text, stopwords)
+  ranked = sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))
+  return ranked[:n]
+
+
+def flesch_reading_ease(text):
+  all_words = words(text)
+  if not all_words:
+    return 0.0
+  n_sentences = max(len(sentences(text)), 1)
+  n_syllables = sum(syllables(w) for w in all_words)
+  return 206.835 - 1.015 * len(all_words) / n_sentences - 84.6 * n_syllables / len(all_words)
+
+
+def entropy(text):
+  letters = [c for c in text.lower() if c in string.ascii_lowercase]
+  if not letters:
+    return 0.0
+  total = len(letters)
+  counts = {c: letters.count(c) for c in set(letters)}
+  return -sum(k / total * math.log2(k / total) for k in counts.values())
+
+
+def summary(text):
+  return {
+      "words": len(words(text)),
+      "sentences": len(sentences(text)),
+      "reading_ease": round(flesch_reading_ease(text), 1),
+      "letter_entropy": round(entropy(text), 3),
+      "top": top_words(text, 5),
+  }
+
+
+def compare(first, second):
+  a, b = set(words(first)), set(words(second))
+  if not a and not b:
+    return 1.0
+  return len(a & b) / len(a | b)
+'''
+
+GO_LRU = '''\
+// Package cache implements a fixed-size least-recently-used cache.
+package cache
+
+import (
+	"container/list"
+	"sync"
+)
+
+type entry struct {
+	key   string
+	value []byte
+}
+
+// LRU is safe for concurrent use.
+type LRU struct {
+	mu       sync.Mutex
+	capacity int
+	order    *list.List
+	items    map[string]*list.Element
+	hits     int
+	misses   int
+}
+
+func New(capacity int) *LRU {
+	if capacity < 1 {
+		capacity = 1
+	}
+	return &LRU{capacity: capacity, order: list.New(), items: make(map[string]*list.Element)}
+}
+
+func (c *LRU) Get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	element, ok := c.items[key]
+	if !ok {
+		c.misses++
+		return nil, false
+	}
+	c.hits++
+	c.order.MoveToFront(element)
+	return element.Value.(*entry).value, true
+}
+
+func (c *LRU) Put(key string, value []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if element, ok := c.items[key]; ok {
+		element.Value.(*entry).value = value
+		c.order.MoveToFront(element)
+		return
+	}
+	c.items[key] = c.order.PushFront(&entry{key: key, value: value})
+	for c.order.Len() > c.capacity {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.items, oldest.Value.(*entry).key)
+	}
+}
+
+func (c *LRU) Remove(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	element, ok := c.items[key]
+	if ok {
+		c.order.Remove(element)
+		delete(c.items, key)
+	}
+	return ok
+}
+
+func (c *LRU) Stats() (hits, misses, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses, c.order.Len()
+}
+'''
+GO_COMMENT = GO_LRU.replace("// LRU is safe for concurrent use.", "// LRU guards its state with a mutex, so goroutines may share one.")
+GO_RENAMED = GO_LRU.replace("element", "elem")  # a local of Get, Put and Remove
+GO_REFORMATTED = GO_LRU.replace("\t", "    ").replace("\n\n", "\n\n\n")  # spaces for tabs, more blank lines
+
+GO_TOKENS = '''\
+// Package ratelimit hands out tokens at a steady rate with a bounded burst.
+package ratelimit
+
+import (
+	"errors"
+	"time"
+)
+
+var ErrTooMany = errors.New("ratelimit: request exceeds burst")
+
+type Clock func() time.Time
+
+type Bucket struct {
+	rate     float64
+	burst    float64
+	tokens   float64
+	last     time.Time
+	now      Clock
+}
+
+func NewBucket(perSecond float64, burst int, now Clock) *Bucket {
+	if now == nil {
+		now = time.Now
+	}
+	return &Bucket{rate: perSecond, burst: float64(burst), tokens: float64(burst), last: now(), now: now}
+}
+
+func (b *Bucket) refill() {
+	t := b.now()
+	elapsed := t.Sub(b.last).Seconds()
+	if elapsed > 0 {
+		b.tokens += elapsed * b.rate
+		if b.tokens > b.burst {
+			b.tokens = b.burst
+		}
+		b.last = t
+	}
+}
+
+func (b *Bucket) Allow(n int) bool {
+	b.refill()
+	if float64(n) <= b.tokens {
+		b.tokens -= float64(n)
+		return true
+	}
+	return false
+}
+
+func (b *Bucket) Wait(n int) (time.Duration, error) {
+	if float64(n) > b.burst {
+		return 0, ErrTooMany
+	}
+	b.refill()
+	missing := float64(n) - b.tokens
+	if missing <= 0 {
+		b.tokens -= float64(n)
+		return 0, nil
+	}
+	delay := time.Duration(missing / b.rate * float64(time.Second))
+	b.tokens = 0
+	b.last = b.last.Add(delay)
+	return delay, nil
+}
+
+func (b *Bucket) Available() float64 {
+	b.refill()
+	return b.tokens
+}
+'''
+
+JS_DEBOUNCE = '''\
+// Rate-limiting helpers for UI event handlers.
+export function debounce(fn, waitMs) {
+  let timer = null;
+  return function debounced(...args) {
+    if (timer !== null) {
+      clearTimeout(timer);
+    }
+    timer = setTimeout(() => {
+      timer = null;
+      fn.apply(this, args);
+    }, waitMs);
+  };
+}
+
+export function throttle(fn, intervalMs) {
+  let last = 0;
+  let pending = null;
+  return function throttled(...args) {
+    const now = Date.now();
+    const remaining = intervalMs - (now - last);
+    if (remaining <= 0) {
+      last = now;
+      fn.apply(this, args);
+    } else if (pending === null) {
+      pending = setTimeout(() => {
+        pending = null;
+        last = Date.now();
+        fn.apply(this, args);
+      }, remaining);
+    }
+  };
+}
+'''
+# The same code re-indented as TypeScript: a near duplicate, but of another language, so both stay.
+TS_DEBOUNCE = JS_DEBOUNCE.replace("  ", "    ")
+
+NEAR_GROUPS = {  # near-duplicate groups: exactly one file of each stays
+    "inventory": {"shop/inventory.py": PY_INVENTORY, "shop/inventory_fixed_comment.py": PY_COMMENT,
+                  "vendor/shop/inventory.py": PY_RENAMED, "legacy/inventory.py": PY_REFORMATTED},
+    "lru": {"cache/lru.go": GO_LRU, "cache/lru_doc.go": GO_COMMENT, "vendor/cache/lru.go": GO_RENAMED,
+            "old/cache/lru.go": GO_REFORMATTED},
+}
+NEAR_DISTINCT = {"shop/graph.py": PY_GRAPH, "shop/textstats.py": PY_TEXTSTATS, "ratelimit/bucket.go": GO_TOKENS,
+                 "web/debounce.js": JS_DEBOUNCE, "web/debounce.ts": TS_DEBOUNCE}
+VARIANTS = {"comment": ("shop/inventory_fixed_comment.py", "cache/lru_doc.go"),
+            "renamed": ("vendor/shop/inventory.py", "vendor/cache/lru.go"),
+            "reformatted": ("legacy/inventory.py", "old/cache/lru.go")}
+NEAR_FILES = {path: text for group in NEAR_GROUPS.values() for path, text in group.items()} | NEAR_DISTINCT
+NEAR_OPTIONS = dict(validation_share=0.5, num_shards=2)
+
+
+def write_files(root, files):
+  for relpath, text in files.items():
+    (root / relpath).parent.mkdir(parents=True, exist_ok=True)
+    (root / relpath).write_text(text, encoding="utf-8")
+
+
+def kept_texts(corpus_dir):
+  """{path without the source label: text} of every record of the corpus."""
+  return {path.split("/", 1)[1]: text for texts in read_corpus(corpus_dir).values() for path, text in texts.items()}
+
+
+def jaccard(a, b):
+  a, b = corpus.code_shingles(a), corpus.code_shingles(b)
+  return len(a & b) / len(a | b)
+
+
+def sha256(text):
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def near_built(tmp_path_factory):
+  """The near-duplicate tree built with near-dedup in this process and by the CLI in another, and without it."""
+  source = tmp_path_factory.mktemp("near") / "proj"
+  write_files(source, NEAR_FILES)
+  first, second, off = (tmp_path_factory.mktemp(name) for name in ("near1", "near2", "near_off"))
+  stats = corpus.build_corpus([str(source)], str(first), **NEAR_OPTIONS)
+  flags = [f"--{name}={value}" for name, value in NEAR_OPTIONS.items()]
+  subprocess.run([sys.executable, "-m", "objectives.corpus", "--source", str(source), "--output", str(second),
+                  *flags], check=True, capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+  with open(second / "stats.json") as f:
+    second_stats = json.load(f)
+  off_stats = corpus.main(["--source", str(source), "--output", str(off), "--no_near_dedup", *flags])
+  return source, [first, second, off], [stats, second_stats, off_stats]
+
+
+def test_near_dup_fixture_is_what_it_claims():
+  # Edited copies: similar (above the 0.7 threshold) but not the same tokens; the reformatted copy has the
+  # same tokens and other bytes; different files share (almost) no shingle.
+  for original, comment, renamed, reformatted in [(PY_INVENTORY, PY_COMMENT, PY_RENAMED, PY_REFORMATTED),
+                                                  (GO_LRU, GO_COMMENT, GO_RENAMED, GO_REFORMATTED)]:
+    assert 60 <= original.count("\n") <= 100
+    assert len({original, comment, renamed, reformatted}) == 4
+    assert 0.8 < jaccard(original, comment) < 1 and 0.8 < jaccard(original, renamed) < 1
+    assert jaccard(original, reformatted) == 1.0
+  assert PY_REFORMATTED.count("\n    ") > 40 and "\n    \n" not in PY_REFORMATTED
+  distinct = [PY_INVENTORY, PY_GRAPH, PY_TEXTSTATS]
+  assert all(jaccard(a, b) < 0.05 for i, a in enumerate(distinct) for b in distinct[i + 1:])
+  assert jaccard(GO_LRU, GO_TOKENS) < 0.05
+  assert jaccard(JS_DEBOUNCE, TS_DEBOUNCE) == 1.0 and JS_DEBOUNCE != TS_DEBOUNCE
+
+
+def test_code_shingles():
+  assert corpus.code_shingles("a = f(x)  # hi") == {b"a = f ( x", b"= f ( x )", b"f ( x ) #", b"( x ) # hi"}
+  assert corpus.code_shingles("x=1") == corpus.code_shingles("  x =\n\t1\n") == {b"x = 1"}  # < 5 tokens: one
+  assert corpus.code_shingles(" \n\t") == set()
+  assert corpus.code_shingles(PY_INVENTORY) == corpus.code_shingles(PY_REFORMATTED)
+
+
+def test_lsh_bands_are_datasketchs():
+  import datasketch
+
+  lsh = datasketch.MinHashLSH(threshold=0.7, num_perm=256)
+  assert corpus.lsh_bands(0.7) == (lsh.b, lsh.r) == (25, 10)
+  assert corpus.lsh_bands(1.0) == (1, 256)  # MinHashLSH refuses one band: all values in one
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_each_kind_of_near_duplicate_is_removed(tmp_path, variant):
+  """(a) a comment changed, (b) a local renamed, (c) reformatted: with its original, one of the two goes."""
+  files = {path: text for group in NEAR_GROUPS.values() for path, text in list(group.items())[:1]}
+  files |= {path: NEAR_FILES[path] for path in VARIANTS[variant]} | NEAR_DISTINCT
+  write_files(tmp_path / "proj", files)
+  stats = corpus.build_corpus([str(tmp_path / "proj")], str(tmp_path / "out"), **NEAR_OPTIONS)
+  assert stats["skipped"]["near_duplicate"] == 2
+  assert sum(stats["skipped"].values()) == 2
+  kept = kept_texts(tmp_path / "out")
+  assert len(kept) == len(files) - 2
+  for pair in [("shop/inventory.py", VARIANTS[variant][0]), ("cache/lru.go", VARIANTS[variant][1])]:
+    assert len(set(pair) & set(kept)) == 1, pair
+  assert {path: kept.get(path) for path in NEAR_DISTINCT} == NEAR_DISTINCT
+
+
+def test_near_duplicate_groups_keep_one_each(near_built):
+  _, (output, _, _), (stats, _, _) = near_built
+  assert stats["skipped"] == dict(dict.fromkeys(corpus.SKIP_REASONS, 0), near_duplicate=6)
+  kept = kept_texts(output)
+  for name, group in NEAR_GROUPS.items():
+    survivors = set(group) & set(kept)
+    # The file of smallest content digest is never removed: which one stays depends on contents only.
+    assert survivors == {min(group, key=lambda path: sha256(group[path]))}, name
+  assert sum(files for per_split in stats["languages"].values() for files in
+             (per_split["train"]["files"], per_split["validation"]["files"])) == len(NEAR_FILES) - 6
+  assert stats["options"]["near_dedup"] is True and stats["options"]["near_dup_threshold"] == 0.7
+
+
+def test_different_files_are_not_near_duplicates(near_built):
+  # (d) Different code of similar size in the same language stays; so does a near copy in another language.
+  _, (output, _, _), (stats, _, _) = near_built
+  kept = kept_texts(output)
+  assert {path: kept.get(path) for path in NEAR_DISTINCT} == NEAR_DISTINCT
+  assert {"javascript", "typescript"} <= set(stats["languages"])
+
+
+def test_no_near_dedup_keeps_every_file(near_built):
+  # (e) --no_near_dedup: every variant stays and nothing is counted.
+  _, (_, _, off), (_, _, off_stats) = near_built
+  assert kept_texts(off) == NEAR_FILES
+  assert off_stats["skipped"]["near_duplicate"] == 0
+  assert off_stats["options"]["near_dedup"] is False
+
+
+def test_near_duplicate_count_in_stats_and_table(near_built):
+  _, (output, _, _), (stats, _, _) = near_built
+  with open(output / "stats.json") as f:
+    assert json.load(f)["skipped"]["near_duplicate"] == 6
+  assert "near_duplicate 6" in corpus.format_table(stats)
+
+
+def test_near_dedup_build_is_byte_identical(near_built):
+  # (g) In another process too (the CLI): same shards, same stats.json, byte for byte.
+  _, (first, second, _), (stats, second_stats, _) = near_built
+  assert stats == second_stats
+  a, b = file_bytes(first), file_bytes(second)
+  assert sorted(a) == sorted(b) and "stats.json" in a
+  for name in a:
+    assert a[name] == b[name], name
+
+
+def test_threshold_one_removes_only_same_token_copies(tmp_path):
+  write_files(tmp_path / "proj", NEAR_FILES)
+  stats = corpus.build_corpus([str(tmp_path / "proj")], str(tmp_path / "out"), near_dup_threshold=1.0,
+                              **NEAR_OPTIONS)
+  # Only a copy with the very same tokens goes: the reformatted one, or its original.
+  assert stats["skipped"]["near_duplicate"] == 2
+  removed = set(NEAR_FILES) - set(kept_texts(tmp_path / "out"))
+  for original, reformatted in [("shop/inventory.py", "legacy/inventory.py"), ("cache/lru.go", "old/cache/lru.go")]:
+    assert len({original, reformatted} & removed) == 1
+
+
+def test_near_dedup_flags():
+  base = ["--source", "s", "--output", "o"]
+  for flags, expected in [([], True), (["--near_dedup"], True), (["--no_near_dedup"], False),
+                          (["--no-near_dedup"], False)]:
+    args, pipeline_args, _ = corpus.parse_args(base + flags)
+    assert (args.near_dedup, pipeline_args) == (expected, []), flags
+  args, _, _ = corpus.parse_args(base + ["--near_dup_threshold", "0.85"])
+  assert args.near_dup_threshold == 0.85 and corpus.parse_args(base)[0].near_dup_threshold == 0.7
+
+
+@pytest.mark.parametrize("threshold", ["0", "1.5", "-0.2", "nan"])
+def test_bad_near_dup_threshold_is_refused(tmp_path, capsys, threshold):
+  # (f) Refused before anything is read or written, naming the flag.
+  (tmp_path / "proj").mkdir()
+  with pytest.raises(SystemExit) as exit_info:
+    corpus.main(["--source", str(tmp_path / "proj"), "--output", str(tmp_path / "out"),
+                 "--near_dup_threshold", threshold])
+  assert exit_info.value.code == 2
+  assert "--near_dup_threshold" in capsys.readouterr().err
+  assert not (tmp_path / "out").exists()
+  with pytest.raises(ValueError, match="near_dup_threshold"):
+    corpus.build_corpus([str(tmp_path / "proj")], str(tmp_path / "out"), near_dup_threshold=float(threshold))
