@@ -13,8 +13,13 @@ Options, and why (REFERENCE.md "Vocabulary"):
 - `byte_fallback=True`: a character outside the pieces becomes its UTF-8 bytes, never `<unk>`.
 - Whole files are training sentences (long ones cut into chunks of lines), so pieces may contain
   newlines; `max_sentence_length` is raised so SentencePiece does not drop them.
-- Runs of 2..12 spaces and 1..4 tabs, and the special tokens, are `user_defined_symbols`: always
-  one piece, so 12 spaces of indentation are one id. Spaces are written as U+2581, the form they
+- The special tokens ([code], [eod], the UL2 mode tokens) are `control_symbols`, and
+  `get_vocabulary` makes the seqio sentinels (`<extra_id_N>`) control pieces too: SentencePiece never
+  produces a control piece from text, so source or prompt text that spells "[eod]" or
+  " <extra_id_5>" stays ordinary pieces, and only the pipeline inserts those ids (by `piece_to_id`).
+  Vocabularies trained before this (special tokens as user-defined pieces) get the same treatment
+  when loaded.
+- Runs of 2..12 spaces and 1..4 tabs are `user_defined_symbols`: always one piece, so 12 spaces of indentation are one id. Spaces are written as U+2581, the form they
   take after SentencePiece's whitespace escaping; a literal " " symbol would never match. Tabs must
   be symbols because SentencePiece 0.2.2 never learns a tab piece (observed: tab is left out of the
   alphabet even when listed in `required_chars`), so without them every tab is a byte-fallback id. `allow_whitespace_only_pieces` stays off: with
@@ -23,19 +28,21 @@ Options, and why (REFERENCE.md "Vocabulary"):
 - `pad_id=0, eos_id=1, unk_id=2, bos_id=-1`: the ids SeqIO assumes.
 
 Known limits: a literal U+2581 (▁) in the text decodes as a space (SentencePiece's whitespace
-escaping); text containing " <extra_id_N>" encodes as sentinel N (seqio adds the sentinels as
-user-defined pieces); SentencePiece skips training sentences that contain U+2585 (its UNK mark).
+escaping); SentencePiece skips training sentences that contain U+2585 (its UNK mark).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import heapq
 import itertools
 import os
 from typing import Iterable, Iterator, Sequence
 
+import seqio
+from seqio import vocabularies as seqio_vocabularies
 import sentencepiece as spm
 
 from objectives import languages, records
@@ -47,8 +54,12 @@ SPECIAL_TOKENS = (CODE_TOKEN, EOD_TOKEN) + MODE_TOKENS
 DEFAULT_EXTRA_IDS = 100
 MAX_SPACE_RUN, MAX_TAB_RUN = 12, 4
 _ESCAPED_SPACE = "\u2581"  # how SentencePiece writes " " inside pieces
-WHITESPACE_RUNS = (tuple(_ESCAPED_SPACE * n for n in range(2, MAX_SPACE_RUN + 1))
-                   + tuple("\t" * n for n in range(1, MAX_TAB_RUN + 1)))
+TAB_RUNS = tuple("\t" * n for n in range(1, MAX_TAB_RUN + 1))
+WHITESPACE_RUNS = tuple(_ESCAPED_SPACE * n for n in range(2, MAX_SPACE_RUN + 1)) + TAB_RUNS
+# "listed": runs of 2..12 spaces are user-defined pieces; "learned": SentencePiece learns whitespace-only
+# pieces itself (allow_whitespace_only_pieces), as the paper did. bench/whitespace_pieces.py compares them.
+WHITESPACE_MODES = ("listed", "learned")
+DEFAULT_WHITESPACE = "listed"
 
 # 20M characters per language, 280M for all 14: a bound on the trainer's memory (it holds every
 # sentence), not a tuned value; raise it with --chars_per_language where memory allows.
@@ -136,8 +147,11 @@ def training_sentences(text: str, max_bytes: int = MAX_SENTENCE_BYTES) -> Iterat
 # ---- training ---------------------------------------------------------------------------------
 
 
-def trainer_options(vocab_size: int, extra_ids: int) -> dict[str, object]:
+def trainer_options(vocab_size: int, extra_ids: int, whitespace: str = DEFAULT_WHITESPACE) -> dict[str, object]:
   """SentencePieceTrainer options; the module docstring says why each one is set."""
+  if whitespace not in WHITESPACE_MODES:
+    raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {whitespace!r}")
+  learned = whitespace == "learned"
   return dict(
       model_type="unigram",
       vocab_size=vocab_size - extra_ids,  # seqio appends the sentinels on top
@@ -147,7 +161,10 @@ def trainer_options(vocab_size: int, extra_ids: int) -> dict[str, object]:
       byte_fallback=True,
       character_coverage=0.9999,  # rarer characters go to byte fallback instead of eating pieces
       split_digits=True,
-      user_defined_symbols=list(SPECIAL_TOKENS + WHITESPACE_RUNS),
+      control_symbols=list(SPECIAL_TOKENS),  # never produced from text: the pipeline inserts them
+      # Tabs are listed either way (SentencePiece never learns them); space runs are listed or learned.
+      user_defined_symbols=list(TAB_RUNS if learned else WHITESPACE_RUNS),
+      allow_whitespace_only_pieces=learned,
       max_sentence_length=MAX_SENTENCE_BYTES,
       max_sentencepiece_length=16,
       input_sentence_size=0,  # use the whole sample: it is already the size we want
@@ -176,7 +193,8 @@ def _explain(error: RuntimeError, corpus_dir: str, vocab_size: int, extra_ids: i
 
 
 def train_vocabulary(corpus_dir: str, vocab_size: int, output: str, extra_ids: int = DEFAULT_EXTRA_IDS,
-                     chars_per_language: int = DEFAULT_CHARS_PER_LANGUAGE, seed: int = 0) -> str:
+                     chars_per_language: int = DEFAULT_CHARS_PER_LANGUAGE, seed: int = 0,
+                     whitespace: str = DEFAULT_WHITESPACE) -> str:
   """Trains the code vocabulary on corpus_dir's train split and writes `output` (+ `.vocab`).
 
   Languages are weighted uniformly, as in the paper: each language present under corpus_dir
@@ -204,7 +222,7 @@ def train_vocabulary(corpus_dir: str, vocab_size: int, output: str, extra_ids: i
   spm.set_random_generator_seed(seed)
   try:
     spm.SentencePieceTrainer.train(sentence_iterator=sentences, model_prefix=prefix,
-                                   **trainer_options(vocab_size, extra_ids))
+                                   **trainer_options(vocab_size, extra_ids, whitespace))
   except RuntimeError as error:
     raise _explain(error, corpus_dir, vocab_size, extra_ids) from error
   return output
@@ -213,21 +231,63 @@ def train_vocabulary(corpus_dir: str, vocab_size: int, output: str, extra_ids: i
 # ---- using the vocabulary ---------------------------------------------------------------------
 
 
-def get_vocabulary(path: str, extra_ids: int = DEFAULT_EXTRA_IDS):
-  """The seqio vocabulary: the model's pieces, then `extra_ids` sentinels (sentinel 0 the highest id)."""
-  import seqio  # heavy (TensorFlow): only where the vocabulary is used
+def _sentinel_pieces(extra_ids: int) -> list[str]:
+  return [f"{_ESCAPED_SPACE}<extra_id_{i}>" for i in range(extra_ids)]  # as seqio adds them
 
-  return seqio.SentencePieceVocabulary(path, extra_ids=extra_ids)
+
+@functools.lru_cache(maxsize=None)
+def _with_control_specials(sp_model: bytes, extra_ids: int) -> bytes:
+  """The serialized model with the special tokens and sentinels typed CONTROL (never matched in text)."""
+  from sentencepiece import sentencepiece_model_pb2
+
+  model = sentencepiece_model_pb2.ModelProto.FromString(sp_model)
+  special = set(SPECIAL_TOKENS) | set(_sentinel_pieces(extra_ids))
+  for piece in model.pieces:
+    if piece.piece in special:
+      piece.type = sentencepiece_model_pb2.ModelProto.SentencePiece.CONTROL
+  return model.SerializeToString()
+
+
+class CodeVocabulary(seqio.SentencePieceVocabulary):
+  """seqio's SentencePiece vocabulary whose special pieces are text-proof (see the module docstring);
+  `decode` still shows them as their markers."""
+
+  def _model_context(self):
+    if self._model is None:
+      base = super()._model_context()
+      sp_model = _with_control_specials(base.sp_model, self.extra_ids)
+      tokenizer = spm.SentencePieceProcessor()
+      tokenizer.LoadFromSerializedProto(sp_model)
+      self._model = seqio_vocabularies._ModelContext(tokenizer=tokenizer, sp_model=sp_model)
+    return self._model
+
+  def _decode(self, ids):
+    # Control pieces decode to nothing: show each special id as its marker ("[eod]", " <extra_id_0>").
+    # Text never encodes to one, so decode(encode(text)) == text still holds.
+    tokenizer = self.tokenizer
+    text, run = [], []
+    for i in map(int, ids):
+      if 0 <= i < tokenizer.GetPieceSize() and tokenizer.IsControl(i) and i not in (self.pad_id, self.eos_id):
+        text += [super()._decode(run), tokenizer.IdToPiece(i).replace(_ESCAPED_SPACE, " ")]
+        run = []
+      else:
+        run.append(i)
+    return "".join(text + [super()._decode(run)])
+
+
+def get_vocabulary(path: str, extra_ids: int = DEFAULT_EXTRA_IDS) -> CodeVocabulary:
+  """The vocabulary: the model's pieces, then `extra_ids` sentinels (sentinel 0 the highest id)."""
+  return CodeVocabulary(path, extra_ids=extra_ids)
 
 
 def special_token_ids(vocabulary) -> dict[str, int]:
-  """The id of each special token ([code], [eod], the UL2 mode tokens); each is one piece."""
+  """The id of each special token ([code], [eod], the UL2 mode tokens); each is one control piece."""
   ids = {}
   for token in SPECIAL_TOKENS:
-    encoded = vocabulary.encode(token)
-    if len(encoded) != 1:
-      raise ValueError(f"{token!r} is not a single piece in this vocabulary: {encoded}")
-    ids[token] = encoded[0]
+    token_id = vocabulary.tokenizer.piece_to_id(token)
+    if token_id == vocabulary.tokenizer.unk_id():
+      raise ValueError(f"{token!r} is not a piece of this vocabulary; train it with `python -m objectives.vocab`")
+    ids[token] = token_id
   return ids
 
 
@@ -287,13 +347,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument("--chars_per_language", type=int, default=DEFAULT_CHARS_PER_LANGUAGE,
                       help="training characters taken from each language at most")
   parser.add_argument("--seed", type=int, default=0, help="chooses the training files")
+  parser.add_argument("--whitespace", choices=WHITESPACE_MODES, default=DEFAULT_WHITESPACE,
+                      help="space runs as listed pieces (2..12 spaces) or learned by SentencePiece")
   return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
   args = parse_args(argv)
   output = train_vocabulary(args.corpus, args.vocab_size, args.output, extra_ids=args.extra_ids,
-                            chars_per_language=args.chars_per_language, seed=args.seed)
+                            chars_per_language=args.chars_per_language, seed=args.seed,
+                            whitespace=args.whitespace)
   vocabulary = get_vocabulary(output, extra_ids=args.extra_ids)
   print(f"wrote {output} ({vocabulary.vocab_size} ids: {vocabulary.vocab_size - args.extra_ids} pieces "
         f"+ {args.extra_ids} extra ids)")

@@ -33,3 +33,18 @@ def test_sample_throughput_bench_writes_its_figures(tmp_path):
               "achieved_bytes_per_second", "achieved_flops"):
     assert result[key] > 0 and math.isfinite(result[key])
   assert result["bound_limited_by"] in ("compute", "memory")
+
+
+def test_whitespace_pieces_bench_compares_listed_and_learned(tmp_path):
+  import test_vocab
+  import whitespace_pieces
+
+  corpus = str(tmp_path / "corpus")
+  test_vocab.write_corpus(corpus, files_per_language=60)
+  output = tmp_path / "ws.json"
+  result = whitespace_pieces.main(["--corpus", corpus, "--vocab_size", "600", "--output", str(output)])
+  assert json.loads(output.read_text()) == result
+  listed, learned = result["modes"]["listed"], result["modes"]["learned"]
+  assert listed["longest_space_run"] == 12 and learned["space_pieces"] > 0
+  assert set(listed["tokens_per_byte"]) == set(test_vocab.LANGUAGES) == set(learned["tokens_per_byte"])
+  assert result["better"] == min(("listed", "learned"), key=lambda m: result["modes"][m]["mean_tokens_per_byte"])

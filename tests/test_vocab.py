@@ -141,6 +141,25 @@ def test_no_whitespace_piece_longer_than_twelve_spaces(model_path):
   assert max(map(len, runs)) == 12
 
 
+def test_learned_whitespace_pieces_are_learned_and_round_trip(corpus, tmp_path):
+  import sentencepiece as spm
+
+  options = vocab.trainer_options(VOCAB_SIZE, EXTRA_IDS, whitespace="learned")
+  assert options["allow_whitespace_only_pieces"] and "\u2581\u2581" not in options["user_defined_symbols"]
+  path = vocab.train_vocabulary(corpus, VOCAB_SIZE, str(tmp_path / "learned.model"), extra_ids=EXTRA_IDS,
+                                whitespace="learned")
+  processor = spm.SentencePieceProcessor(model_file=path)
+  runs = [i for i in range(processor.get_piece_size()) if set(processor.id_to_piece(i)) == {"\u2581"}]
+  multi = [i for i in runs if len(processor.id_to_piece(i)) > 1]
+  assert multi and not any(processor.is_user_defined(i) for i in multi)  # learned, not listed
+  learned = vocab.get_vocabulary(path, extra_ids=EXTRA_IDS)
+  for language in LANGUAGES:
+    for _, text in records.read_texts(corpus, language, "validation"):
+      assert learned.decode(learned.encode(text)) == text
+  with pytest.raises(ValueError, match="whitespace"):
+    vocab.trainer_options(VOCAB_SIZE, EXTRA_IDS, whitespace="both")
+
+
 def test_tabs_are_pieces_not_bytes(vocabulary):
   assert len(vocabulary.encode("\t")) == 1 and len(vocabulary.encode("\t" * 4)) == 1
   assert vocabulary.tokenizer.id_to_piece(vocabulary.encode("\t")[0]) == "\t"
@@ -152,13 +171,56 @@ def test_digits_are_split(vocabulary):
   assert pieces[-10:] == list("1234567890")
 
 
-def test_special_tokens_are_single_ids(vocabulary):
+def test_special_tokens_are_single_control_ids(vocabulary):
   ids = vocab.special_token_ids(vocabulary)
   assert set(ids) == {"[code]", "[eod]", "[NLU]", "[NLG]", "[S2S]"}
   assert len(set(ids.values())) == 5 and all(3 <= i < VOCAB_SIZE - EXTRA_IDS for i in ids.values())
-  for token, token_id in ids.items():
-    assert vocabulary.encode(token) == [token_id]
-    assert vocabulary.encode(f"x{token}\n") == vocabulary.encode("x") + [token_id] + vocabulary.encode("\n")
+  assert all(vocabulary.tokenizer.IsControl(i) for i in ids.values())
+
+
+# Text that spells a special piece, as source files and prompts do.
+SPECIAL_TEXTS = ["[code]", "[eod]", "[NLU]", "[NLG]", "[S2S]", "x = '[eod]'\n", "s = \"[code]\" + \"[S2S]\"",
+                 " <extra_id_5>", "<extra_id_0>", "a <extra_id_99> b", "\t[eod][eod] <extra_id_1>\n"]
+
+
+def _special_ids(vocabulary) -> set[int]:
+  sentinels = range(VOCAB_SIZE - EXTRA_IDS, VOCAB_SIZE)
+  return set(vocab.special_token_ids(vocabulary).values()) | set(sentinels)
+
+
+@pytest.mark.parametrize("text", SPECIAL_TEXTS)
+def test_special_piece_text_stays_text(vocabulary, text):
+  special = _special_ids(vocabulary)
+  ids = list(vocabulary.encode(text))
+  assert not special & set(ids), [vocabulary.tokenizer.id_to_piece(i) for i in ids]
+  assert vocabulary.decode(ids) == text
+  tf_ids = vocabulary.encode_tf(text).numpy().tolist()  # the TF tokenizer SeqIO's pipeline uses
+  assert tf_ids == ids
+
+
+def test_special_ids_decode_as_their_markers(vocabulary):
+  ids = vocab.special_token_ids(vocabulary)
+  encoded = [ids["[code]"]] + list(vocabulary.encode("x = 1")) + [ids["[eod]"], VOCAB_SIZE - 1]
+  assert vocabulary.decode(encoded) == "[code]x = 1[eod] <extra_id_0>"
+
+
+def test_vocabulary_with_user_defined_specials_is_made_text_proof(corpus, tmp_path):
+  # A vocabulary trained before the special tokens were control symbols had them as user-defined pieces,
+  # which SentencePiece matches in text: loading it through get_vocabulary must make them control pieces.
+  import sentencepiece as spm
+
+  options = vocab.trainer_options(VOCAB_SIZE, EXTRA_IDS)
+  options["user_defined_symbols"] = list(vocab.SPECIAL_TOKENS) + options["user_defined_symbols"]
+  del options["control_symbols"]
+  texts = [t for language in LANGUAGES for _, t in records.read_texts(corpus, language, "train")]
+  spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_prefix=str(tmp_path / "old"), **options)
+  raw = spm.SentencePieceProcessor(model_file=str(tmp_path / "old.model"))
+  assert raw.encode("[eod]") == [raw.piece_to_id("[eod]")]  # the old behaviour, without the wrapper
+  old = vocab.get_vocabulary(str(tmp_path / "old.model"), extra_ids=EXTRA_IDS)
+  special = set(vocab.special_token_ids(old).values()) | set(range(VOCAB_SIZE - EXTRA_IDS, VOCAB_SIZE))
+  for text in SPECIAL_TEXTS:
+    ids = list(old.encode(text))
+    assert not special & set(ids) and old.decode(ids) == text
 
 
 # ---- ids as SeqIO expects them --------------------------------------------------------------
