@@ -31,7 +31,7 @@ from model.config import get_config
 from model.summary import flops_per_token
 from model.transformer import Decoder
 from objectives.languages import LANGUAGES
-from objectives.mixtures import register_corpus
+from objectives.mixtures import display_name, register_corpus
 from objectives.ul2 import UL2Config
 from objectives.vocab import get_vocabulary
 from training import data
@@ -81,8 +81,13 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
     with open(os.path.join(model_dir, "config.gin"), "w") as f:
       f.write(gin_config_str)
 
-  register_corpus(corpus_dir, vocab_path, budget_tokens=train_steps * batch_size * sequence_length,
-                  ul2_config=ul2_config)
+  plans = register_corpus(corpus_dir, vocab_path, rows=train_steps * batch_size, sequence_length=sequence_length,
+                          ul2_config=ul2_config)
+  if primary and mixture_or_task_name in plans:
+    plan = plans[mixture_or_task_name]
+    print(f"{mixture_or_task_name}: {plan.budget_tokens:,.0f} document tokens in {plan.rows:,} rows; "
+          "share % / epochs: " + ", ".join(f"{display_name(t)} {100 * plan.token_shares[t]:.1f} / {plan.epochs[t]:.2f}"
+                                           for t in plan.token_shares), flush=True)
   vocabulary = get_vocabulary(vocab_path)
   config = get_config(model_size, vocab_size=vocabulary.vocab_size, max_length=sequence_length,
                       **(model_overrides or {}))

@@ -7,8 +7,8 @@ the mixture's UL2 version (span corruption / prefix LM / causal LM, packed as pr
 Reads the corpus shards uncached (tokenising on the fly, the expensive case), packs with SeqIO's
 DecoderFeatureConverter (codelm's DecoderOnlyPrefixLMConverter for UL2), and counts target tokens
 (non-zero decoder_loss_weights) per second.
-Mixture rates come from SeqIO's cache statistics when the corpus has been cached, else from the
-corpus's byte counts. Prints the figures and writes them as JSON.
+Mixture rates come from SeqIO's cache (`python -m objectives.tasks` first), planned for the paper's
+1B budget (38,000 steps x 256 rows). Prints the figures and writes them as JSON.
 """
 
 from __future__ import annotations
@@ -21,21 +21,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import seqio  # noqa: E402
-
-from objectives import mixtures, tasks  # noqa: E402
-from objectives.ul2 import DecoderOnlyPrefixLMConverter  # noqa: E402
-from objectives.vocab import get_vocabulary  # noqa: E402
+from objectives import mixtures, stream  # noqa: E402
 
 
 def measure(name: str, sequence_length: int, batch_size: int, seconds: float) -> dict:
-  if name.endswith("_ul2"):
-    lengths = {"inputs": sequence_length, "targets": sequence_length}
-    converter = DecoderOnlyPrefixLMConverter(pack=True)
-  else:
-    lengths, converter = {"targets": sequence_length}, seqio.DecoderFeatureConverter(pack=True)
-  dataset = seqio.get_dataset(name, task_feature_lengths=lengths, dataset_split="train", shuffle=True,
-                              num_epochs=None, feature_converter=converter, use_cached=False, seed=0)
+  examples = stream.examples(name, sequence_length, "train", shuffle=True, seed=0, num_epochs=None, use_cached=False)
+  dataset = stream.packed_rows(examples, name, sequence_length)
   iterator = dataset.batch(batch_size).prefetch(2).as_numpy_iterator()
   next(iterator)  # build the graph and fill the shuffle buffer before timing
   tokens = rows = 0
@@ -65,20 +56,10 @@ def main(argv=None) -> dict:
                                                        "data_pipeline.json"))
   args = parser.parse_args(argv)
 
-  names = tasks.register_tasks(args.corpus, get_vocabulary(args.vocab))
-  tasks.register_ul2_tasks(names)
   try:
-    counts = {n: c["tokens"] for n, c in tasks.load_counts(tasks.default_cache_dir(args.corpus), names).items()}
-    source = "SeqIO cache token counts"
-  except FileNotFoundError:
-    with open(os.path.join(args.corpus, "stats.json")) as f:
-      stats = json.load(f)
-    counts = {n: stats["languages"][n[len("code_"):]]["train"]["bytes"] for n in names}
-    source = "corpus byte counts (no SeqIO cache)"
-  budget = 38_000 * 256 * args.sequence_length
-  for suffix in ("", "_ul2"):
-    mixtures.register_mixtures(counts, budget, kinds=[args.mixture[len("code_"):]], suffix=suffix)
-  print(f"rates from {source}; {len(names)} language tasks")
+    mixtures.register_corpus(args.corpus, args.vocab, rows=38_000 * 256, sequence_length=args.sequence_length)
+  except FileNotFoundError as error:
+    parser.error(str(error))
   results = {"task": measure(args.task, args.sequence_length, args.batch_size, args.seconds),
              "mixture": measure(args.mixture, args.sequence_length, args.batch_size, args.seconds),
              "ul2_mixture": measure(args.mixture + "_ul2", args.sequence_length, args.batch_size, args.seconds),

@@ -1,141 +1,286 @@
-"""Natural and UniMax (N = 1..4) mixtures over the language tasks, from SeqIO's cached token counts.
+"""Natural and UniMax (N = 1..4) mixtures over the language tasks, declared in document tokens.
 
   python -m objectives.mixtures --corpus CORPUS_DIR --train_steps 38000 --batch_size 256 \
-      --sequence_length 2048 [--plot mixtures.png]
+      --sequence_length 2048 [--plot mixtures.png] [--measure 20000]
 
-prints each mixture's rate and expected epochs per language and draws the distributions as bars (in
-the manner of the paper's Figure 3). The budget is train_steps x batch_size x sequence_length tokens.
-SeqIO samples a mixture's tasks at these rates independently, so the UniMax epoch cap holds in
-expectation, not as a hard limit.
+The unit. A language's share is its share of **document tokens** (the tokens of `[code]` file
+`[eod]`, as SeqIO's cache counts them), the unit that stays fixed whatever the sequence length and
+the objective: the paper counts SeqIO examples, but its examples are files truncated to 2048 tokens,
+while codelm cuts files into chunks, so an example count would change with the sequence length and
+the objective. Natural shares are proportional to each language's document tokens; UniMax
+(Chung et al. 2023) allocates the budget in document tokens with at most N epochs per language.
+
+What SeqIO gets. `seqio.Mixture` picks a task per **example** (chunk) with probability proportional to
+its rate, so a token share is turned into an example rate with the task's expected document tokens
+per example at this sequence length and objective (objectives/packing.py, exact from the cache's
+histogram of document lengths, for plain and `_ul2` tasks alike): rate_l = share_l / (tokens_l /
+examples_l). The budget is what the run's rows really hold: train_steps x batch rows x the document
+tokens a packed row carries (padding, sentinels and mode tokens excluded), from a seeded simulation of
+SeqIO's packing of this mixture; a UniMax budget and its rates are solved together. Epochs are then
+what the run consumes, in expectation: SeqIO draws examples independently, so a cap holds in
+expectation (measured within a few percent: `--measure`, tests/test_mixtures.py).
+
+`--measure N` draws N examples of each mixture exactly as training does (SeqIO's sampling, SeqIO's
+packing) and prints, per language, the declared share, the realized shares of examples, document
+tokens and loss (target) tokens, and the realized epochs at the budget (objectives/mixture_shares.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+import zlib
 from typing import Mapping, Sequence
 
+import numpy as np
 import seqio
 
+from objectives import packing
 from objectives.languages import LANGUAGES
-from objectives.unimax import expected_epochs, natural_rates, unimax_rates
+from objectives.unimax import natural_rates, unimax_rates
 
 UNIMAX_EPOCHS = (1, 2, 3, 4)
 MIXTURE_KINDS = ("natural",) + tuple(f"unimax_{n}" for n in UNIMAX_EPOCHS)
+OBJECTIVES = ("", "_ul2")  # mixture and task name suffixes: plain chunks, the UL2 + causal-LM mixture
 
 
-def mixture_name(kind: str) -> str:
-  return f"code_{kind}"
+def mixture_name(kind: str, suffix: str = "") -> str:
+  return f"code_{kind}{suffix}"
 
 
-def mixture_rates(kind: str, token_counts: Mapping[str, int], budget_tokens: float) -> dict[str, float]:
-  """Rates per task for 'natural' or 'unimax_N'."""
+def display_name(task: str) -> str:
+  base = task[:-len("_ul2")] if task.endswith("_ul2") else task
+  return next((l.display_name for l in LANGUAGES if l.task_name == base), task)
+
+
+def token_shares(kind: str, tokens: Mapping[str, float], budget_tokens: float) -> dict[str, float]:
+  """Declared shares of document tokens for 'natural' or 'unimax_N' (summing to 1)."""
   if kind == "natural":
-    return natural_rates(token_counts)
+    return natural_rates(tokens)
   if kind.startswith("unimax_") and kind[len("unimax_"):].isdigit():
-    return unimax_rates(token_counts, budget_tokens, int(kind[len("unimax_"):]))
+    return unimax_rates(tokens, budget_tokens, int(kind[len("unimax_"):]))
   raise ValueError(f"unknown mixture kind {kind!r}; choose one of {', '.join(MIXTURE_KINDS)}")
 
 
-def register_mixtures(token_counts: Mapping[str, int], budget_tokens: float,
-                      kinds: Sequence[str] = MIXTURE_KINDS, suffix: str = "") -> dict[str, dict[str, float]]:
-  """Registers `code_natural`, `code_unimax_1` … over the (already registered) language tasks; with
-  suffix "_ul2", `code_natural_ul2` … over the `{task}_ul2` tasks at the same rates."""
-  all_rates = {}
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+  """What mixture planning needs of one objective's tasks: per task its document tokens, its expected
+  examples per pass, and a sample of its examples' row lengths (for the packing simulation)."""
+  tokens: dict[str, int]
+  examples: dict[str, float]
+  row_lengths: dict[str, np.ndarray]
+  sequence_length: int
+
+
+def describe_tasks(sizes: Mapping[str, "CachedSizes"], chunking: packing.Chunking, sequence_length: int,
+                   seed: int = 0) -> Corpus:
+  """`Corpus` for tasks with the cached sizes `sizes`, cut into examples as `chunking` says."""
+  tokens = {name: s.tokens for name, s in sizes.items()}
+  examples = {name: packing.examples_per_pass(s.lengths, chunking) for name, s in sizes.items()}
+  # Each task's sample has its own seed (from its name): the same on every host, whatever the order.
+  row_lengths = {name: packing.example_lengths(s.lengths, chunking, np.random.default_rng(
+      [seed, zlib.crc32(name.encode())])) for name, s in sizes.items() if s.tokens}
+  return Corpus(tokens, examples, row_lengths, sequence_length)
+
+
+@dataclasses.dataclass(frozen=True)
+class MixturePlan:
+  """A mixture as declared (token shares) and as SeqIO runs it (example rates), at a budget of rows."""
+  kind: str
+  token_shares: dict[str, float]  # declared: each task's share of document tokens
+  example_rates: dict[str, float]  # given to SeqIO: each task's share of examples
+  rows: int  # train_steps x batch_size
+  examples_per_row: float  # expected, from the packing simulation
+  tokens_per_row: float  # document tokens a packed row carries, expected
+  epochs: dict[str, float]  # expected passes over each task's documents at the budget
+
+  @property
+  def budget_tokens(self) -> float:
+    return self.rows * self.tokens_per_row
+
+
+def plan_mixture(kind: str, corpus: Corpus, rows: int, max_iterations: int = 20) -> MixturePlan:
+  """Token shares, example rates and epochs of `kind` for a run of `rows` packed rows.
+
+  For UniMax the budget depends on the packing (how many document tokens a row holds), which depends
+  on the rates, which depend on the budget: iterated from the bound rows x sequence_length until the
+  budget moves by less than 0.01%.
+  """
+  if rows < 1:
+    raise ValueError(f"a mixture needs a budget of at least one row, got {rows}")
+  tokens, examples = corpus.tokens, corpus.examples
+  names = [name for name in tokens if tokens[name] > 0]
+  budget = float(rows * corpus.sequence_length)
+  for _ in range(max_iterations):
+    shares = token_shares(kind, tokens, budget)
+    weights = {name: shares[name] * examples[name] / tokens[name] if tokens[name] else 0.0 for name in tokens}
+    total = sum(weights.values())
+    rates = {name: weight / total for name, weight in weights.items()}
+    per_row = packing.examples_per_row([corpus.row_lengths[n] for n in names], [rates[n] for n in names],
+                                       corpus.sequence_length)
+    tokens_per_example = sum(rates[n] * tokens[n] / examples[n] for n in names)
+    new_budget = rows * per_row * tokens_per_example
+    converged = abs(new_budget - budget) <= 1e-4 * budget
+    budget = new_budget
+    if converged:
+      break
+  shares = token_shares(kind, tokens, budget)
+  epochs = {name: shares[name] * budget / tokens[name] if tokens[name] else 0.0 for name in tokens}
+  return MixturePlan(kind, shares, rates, rows, per_row, budget / rows, epochs)
+
+
+def register_mixtures(corpus: Corpus, rows: int, suffix: str = "", kinds: Sequence[str] = MIXTURE_KINDS,
+                      ) -> dict[str, MixturePlan]:
+  """Registers `code_natural{suffix}`, `code_unimax_1{suffix}` … over the (already registered) tasks
+  of `corpus` at their example rates; returns the plans by mixture name."""
+  plans = {}
   for kind in kinds:
-    rates = {task + suffix: rate for task, rate in mixture_rates(kind, token_counts, budget_tokens).items()}
-    name = mixture_name(kind) + suffix
+    plan = plan_mixture(kind, corpus, rows)
+    name = mixture_name(kind, suffix)
     seqio.MixtureRegistry.remove(name)
-    seqio.MixtureRegistry.add(name, [(task, rate) for task, rate in rates.items() if rate > 0])
-    all_rates[name] = rates
-  return all_rates
+    seqio.MixtureRegistry.add(name, [(task, rate) for task, rate in plan.example_rates.items() if rate > 0])
+    plans[name] = plan
+  return plans
 
 
-def register_corpus(corpus_dir: str, vocab_path: str, budget_tokens: float, cache_dir: str | None = None,
-                    ul2_config=None) -> dict[str, dict[str, float]]:
-  """Everything a training run needs from a corpus: the language tasks (reading SeqIO's cache where
-  it exists), their UL2 versions, and the natural / UniMax mixtures of both (`code_unimax_2`,
-  `code_unimax_2_ul2`, …) with rates from the cached token counts."""
-  from objectives.tasks import default_cache_dir, load_counts, register_tasks, register_ul2_tasks
+def register_language_tasks(corpus_dir: str, vocab_path: str, sequence_length: int, cache_dir: str | None = None,
+                            ul2_config=None) -> dict[str, Corpus]:
+  """Registers the language tasks (reading SeqIO's cache where it exists) and their UL2 versions;
+  returns, per objective suffix ("" and "_ul2"), their `Corpus` at `sequence_length`."""
+  from objectives import ul2
+  from objectives.tasks import default_cache_dir, load_sizes, register_tasks, register_ul2_tasks
   from objectives.vocab import get_vocabulary
 
-  names = register_tasks(corpus_dir, get_vocabulary(vocab_path))
+  vocabulary = get_vocabulary(vocab_path)
+  names = register_tasks(corpus_dir, vocabulary)
   register_ul2_tasks(names, ul2_config)
   cache_dir = cache_dir or default_cache_dir(corpus_dir)
   seqio.add_global_cache_dirs([cache_dir])
-  counts = {name: c["tokens"] for name, c in load_counts(cache_dir, names).items()}
-  return {**register_mixtures(counts, budget_tokens), **register_mixtures(counts, budget_tokens, suffix="_ul2")}
+  sizes = load_sizes(cache_dir, names)
+  ul2_chunking = ul2.chunking(ul2_config or ul2.UL2Config(), sequence_length, vocabulary.extra_ids)
+  return {"": describe_tasks(sizes, packing.plain_chunking(sequence_length), sequence_length),
+          "_ul2": describe_tasks({f"{n}_ul2": s for n, s in sizes.items()}, ul2_chunking, sequence_length)}
 
 
-def rates_table(token_counts: Mapping[str, int], budget_tokens: float, kinds: Sequence[str] = MIXTURE_KINDS) -> str:
-  """A Markdown table: per language, tokens, then rate % and expected epochs for each mixture."""
-  header = "| language | tokens | " + " | ".join(f"{k} % | {k} epochs" for k in kinds) + " |"
-  lines = [header, "|" + "---|" * (2 + 2 * len(kinds))]
-  per_kind = {k: mixture_rates(k, token_counts, budget_tokens) for k in kinds}
-  epochs = {k: expected_epochs(per_kind[k], token_counts, budget_tokens) for k in kinds}
-  for task in token_counts:
-    display = next((l.display_name for l in LANGUAGES if l.task_name == task), task)
-    cells = " | ".join(f"{100 * per_kind[k][task]:.2f} | {epochs[k][task]:.2f}" for k in kinds)
-    lines.append(f"| {display} | {token_counts[task]:,} | {cells} |")
+def register_corpus(corpus_dir: str, vocab_path: str, rows: int, sequence_length: int,
+                    cache_dir: str | None = None, ul2_config=None) -> dict[str, MixturePlan]:
+  """Everything a training run needs from a corpus: the language tasks, their UL2 versions, and the
+  natural / UniMax mixtures of both (`code_unimax_2`, `code_unimax_2_ul2`, …) planned for a run of
+  `rows` packed rows (train_steps x batch_size) of `sequence_length` tokens."""
+  corpora = register_language_tasks(corpus_dir, vocab_path, sequence_length, cache_dir, ul2_config)
+  return {name: plan for suffix, corpus in corpora.items()
+          for name, plan in register_mixtures(corpus, rows, suffix).items()}
+
+
+# ---- tables and the plot -------------------------------------------------------------------------
+
+
+def rates_table(corpus: Corpus, plans: Mapping[str, MixturePlan]) -> str:
+  """A Markdown table: per language, document tokens and expected examples, then the declared share %
+  and the epochs at the budget for each mixture."""
+  header = "| language | tokens | examples | " + " | ".join(f"{p.kind} % | {p.kind} epochs" for p in plans.values()) + " |"
+  lines = [header, "|" + "---|" * (3 + 2 * len(plans))]
+  for task in corpus.tokens:
+    cells = " | ".join(f"{100 * p.token_shares[task]:.2f} | {p.epochs[task]:.2f}" for p in plans.values())
+    lines.append(f"| {display_name(task)} | {corpus.tokens[task]:,} | {corpus.examples[task]:,.0f} | {cells} |")
   return "\n".join(lines)
 
 
-def plot_rates(token_counts: Mapping[str, int], budget_tokens: float, output: str,
-               kinds: Sequence[str] = MIXTURE_KINDS) -> None:
-  """Grouped bars: the share of each language under each mixture (log scale, as small ones vanish)."""
+def budget_line(plans: Mapping[str, MixturePlan], sequence_length: int) -> str:
+  """The budget in rows and in the document tokens they hold, per mixture."""
+  rows = next(iter(plans.values())).rows
+  per_mixture = ", ".join(f"{p.kind} {p.budget_tokens:,.0f} ({100 * p.tokens_per_row / sequence_length:.1f}%)"
+                          for p in plans.values())
+  return f"{rows:,} rows x {sequence_length} = {rows * sequence_length:,} token slots; document tokens: {per_mixture}"
+
+
+def plot_rates(plans: Mapping[str, MixturePlan], output: str) -> None:
+  """Grouped bars: each language's declared share of document tokens under each mixture (log scale)."""
   import matplotlib
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  import numpy as np
 
-  tasks = list(token_counts)
-  labels = [next((l.display_name for l in LANGUAGES if l.task_name == t), t) for t in tasks]
-  width = 0.8 / len(kinds)
+  tasks = list(next(iter(plans.values())).token_shares)
+  width = 0.8 / len(plans)
   fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(tasks)), 4.5))
-  for i, kind in enumerate(kinds):
-    rates = mixture_rates(kind, token_counts, budget_tokens)
-    ax.bar(np.arange(len(tasks)) + (i - (len(kinds) - 1) / 2) * width, [100 * rates[t] for t in tasks],
-           width, label=kind.replace("_", " N=").replace("unimax", "UniMax").replace("natural", "Natural"))
-  ax.set_xticks(np.arange(len(tasks)), labels, rotation=30, ha="right")
+  for i, plan in enumerate(plans.values()):
+    ax.bar(np.arange(len(tasks)) + (i - (len(plans) - 1) / 2) * width, [100 * plan.token_shares[t] for t in tasks],
+           width, label=plan.kind.replace("_", " N=").replace("unimax", "UniMax").replace("natural", "Natural"))
+  ax.set_xticks(np.arange(len(tasks)), [display_name(t) for t in tasks], rotation=30, ha="right")
   ax.set_yscale("log")
-  ax.set_ylabel("share of training tokens (%)")
-  ax.set_title(f"Language distribution per mixture (budget {budget_tokens:,.0f} tokens)", pad=28)
-  ax.legend(fontsize=8, ncol=len(kinds), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+  ax.set_ylabel("share of document tokens (%)")
+  budget = next(iter(plans.values())).rows
+  ax.set_title(f"Language distribution per mixture (budget {budget:,} rows)", pad=28)
+  ax.legend(fontsize=8, ncol=len(plans), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
   fig.tight_layout()
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
   fig.savefig(output, dpi=120)
   plt.close(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-  from objectives.tasks import default_cache_dir, load_counts
+# ---- command line --------------------------------------------------------------------------------
 
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+def main(argv: Sequence[str] | None = None) -> None:
+  from objectives.tasks import default_cache_dir
+
+  parser = argparse.ArgumentParser(prog="python -m objectives.mixtures", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--corpus", required=True)
+  parser.add_argument("--vocab", default=None, help="default: CORPUS/spm.model")
   parser.add_argument("--cache_dir", default=None, help="default: CORPUS/cache (from `python -m objectives.tasks`)")
   parser.add_argument("--train_steps", type=int, default=38_000)
   parser.add_argument("--batch_size", type=int, default=256)
   parser.add_argument("--sequence_length", type=int, default=2048)
   parser.add_argument("--plot", default=None, help="PNG path for the bar chart (default: CORPUS/mixtures.png)")
+  parser.add_argument("--measure", type=int, default=0, metavar="N",
+                      help="draw N examples of each mixture as training does and print what it delivers")
+  parser.add_argument("--mixtures", default=",".join(MIXTURE_KINDS),
+                      help="kinds to show and measure, comma-separated (default: all)")
+  parser.add_argument("--seed", type=int, default=0, help="the sampling seed of --measure")
   args = parser.parse_args(argv)
+  for flag in ("train_steps", "batch_size", "sequence_length"):
+    if getattr(args, flag) < 1:
+      parser.error(f"--{flag} must be positive, got {getattr(args, flag)}")
+  if args.measure < 0:
+    parser.error(f"--measure must be >= 0, got {args.measure}")
+  kinds = [k.strip() for k in args.mixtures.split(",") if k.strip()]
+  unknown = [k for k in kinds if k not in MIXTURE_KINDS]
+  if unknown or not kinds:
+    parser.error(f"--mixtures: unknown kind(s) {unknown}; choose among {', '.join(MIXTURE_KINDS)}")
   cache_dir = args.cache_dir or default_cache_dir(args.corpus)
-  if not os.path.isdir(cache_dir):
-    parser.error(f"no SeqIO cache at {cache_dir!r}: run `python -m objectives.tasks --corpus {args.corpus} "
-                 f"--vocab VOCAB` first")
-  names = sorted(d for d in os.listdir(cache_dir) if os.path.isdir(os.path.join(cache_dir, d)))
-  order = [l.task_name for l in LANGUAGES if l.task_name in names]
+  vocab = args.vocab or os.path.join(args.corpus, "spm.model")
+  for flag, path in (("--cache_dir", cache_dir), ("--vocab", vocab)):
+    if not os.path.exists(path):
+      parser.error(f"{flag} {path!r} does not exist: run `python -m objectives.vocab` and "
+                   f"`python -m objectives.tasks --corpus {args.corpus} --vocab VOCAB` first")
+  rows = args.train_steps * args.batch_size
   try:
-    counts = {name: c["tokens"] for name, c in load_counts(cache_dir, order).items()}
-  except FileNotFoundError as e:
-    parser.error(str(e))
-  budget = args.train_steps * args.batch_size * args.sequence_length
-  print(f"budget: {args.train_steps:,} steps x {args.batch_size} x {args.sequence_length} = {budget:,} tokens")
-  print(rates_table(counts, budget))
+    corpora = register_language_tasks(args.corpus, vocab, args.sequence_length, cache_dir)
+    plans = {name: plan for suffix, corpus in corpora.items()
+             for name, plan in register_mixtures(corpus, rows, suffix, kinds).items()}
+  except (FileNotFoundError, ValueError) as error:
+    parser.error(str(error))
+  print(f"budget: {args.train_steps:,} steps x {args.batch_size} rows of {args.sequence_length} tokens")
+  for suffix, title in (("", "plain chunks (code_*)"), ("_ul2", "UL2 + causal LM (code_*_ul2)")):
+    shown = {mixture_name(k, suffix): plans[mixture_name(k, suffix)] for k in kinds}
+    print(f"\n{title}: {budget_line(shown, args.sequence_length)}")
+    print(rates_table(corpora[suffix], shown))
   plot = args.plot or os.path.join(args.corpus, "mixtures.png")
-  plot_rates(counts, budget, plot)
+  plot_rates({mixture_name(k, "_ul2"): plans[mixture_name(k, "_ul2")] for k in kinds}, plot)
   print(f"wrote {plot}")
+  if args.measure:
+    from objectives import mixture_shares
+
+    for suffix in OBJECTIVES:
+      for kind in kinds:
+        name = mixture_name(kind, suffix)
+        measured = mixture_shares.measure(name, plans[name], corpora[suffix], args.sequence_length, args.measure,
+                                          seed=args.seed)
+        print(f"\n{mixture_shares.format_measurement(name, measured)}")
 
 
 if __name__ == "__main__":

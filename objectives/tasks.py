@@ -15,6 +15,7 @@ default; other Beam pipeline options pass through unchanged) and prints the per-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -66,6 +67,20 @@ def split_into_chunks(dataset: tf.data.Dataset, sequence_length: Mapping[str, in
   return dataset.map(chunk, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
 
 
+LANGUAGE_FEATURE = "language"
+
+
+def tag_language(dataset: tf.data.Dataset, language_index: int) -> tf.data.Dataset:
+  """Adds `language`, the index of the example's language in LANGUAGES. Mixtures drop it (it is not an
+  output feature) unless asked to pass it through: the mixture measurement attributes examples by it."""
+  return dataset.map(lambda example: {**example, LANGUAGE_FEATURE: tf.constant(language_index, tf.int32)},
+                     num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _is_tag(preprocessor) -> bool:
+  return getattr(preprocessor, "func", None) is tag_language
+
+
 def task_name(language: Language) -> str:
   return language.task_name
 
@@ -99,6 +114,7 @@ def register_tasks(corpus_dir: str, vocabulary: seqio.Vocabulary, languages: Seq
             functools.partial(wrap_code_and_eod, code_id=code_id, eod_id=eod_id),
             seqio.CacheDatasetPlaceholder(),
             split_into_chunks,
+            functools.partial(tag_language, language_index=LANGUAGES.index(language)),
         ])
     names.append(language.task_name)
   if not names:
@@ -121,25 +137,54 @@ def register_ul2_tasks(names: Sequence[str], config=None) -> list[str]:
     mode_ids = [special_token_ids(vocabulary)[token] for token in MODE_TOKENS]
     features = {key: seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32) for key in ("inputs", "targets")}
     objectives = functools.partial(ul2_objectives, config=config, mode_token_ids=mode_ids)
-    preprocessors = [p for p in base.preprocessors if p is not split_into_chunks] + [objectives]
+    tag = next(p for p in base.preprocessors if _is_tag(p))
+    preprocessors = [p for p in base.preprocessors if p is not split_into_chunks and not _is_tag(p)] + [objectives, tag]
     seqio.TaskRegistry.remove(f"{name}_ul2")
     seqio.TaskRegistry.add(f"{name}_ul2", source=base.source, output_features=features, preprocessors=preprocessors)
     ul2_names.append(f"{name}_ul2")
   return ul2_names
 
 
-def load_counts(cache_dir: str, names: Sequence[str], split: str = "train") -> dict[str, dict[str, int]]:
-  """{task: {"examples": files, "tokens": tokens incl. [code]/[eod]}} from SeqIO's cache statistics."""
-  counts = {}
+@dataclasses.dataclass(frozen=True)
+class CachedSizes:
+  """One task split as SeqIO's cache holds it: whole documents ([code] file [eod]) before chunking."""
+  documents: int
+  tokens: int  # incl. [code] and [eod]
+  lengths: tuple[tuple[int, int], ...]  # (document length in tokens, documents of that length), ascending
+
+
+def lengths_path(task_cache_dir: str, split: str) -> str:
+  """The histogram of document lengths `cache_tasks` writes beside SeqIO's stats.{split}.json."""
+  return os.path.join(task_cache_dir, f"lengths.{split}.json")
+
+
+def load_sizes(cache_dir: str, names: Sequence[str], split: str = "train") -> dict[str, CachedSizes]:
+  """Per task: documents, tokens and the document-length histogram, from the cache pass's files."""
+  rerun = "run `python -m objectives.tasks --corpus CORPUS_DIR --vocab VOCAB` to cache and count the tasks"
+  sizes = {}
   for name in names:
-    path = seqio.get_cached_stats_path(os.path.join(cache_dir, seqio.get_task_dir_from_name(name)), split)
-    if not tf.io.gfile.exists(path):
-      raise FileNotFoundError(f"no SeqIO cache statistics at {path}; run `python -m objectives.tasks "
-                              f"--corpus CORPUS_DIR --vocab VOCAB` to cache and count the tasks")
-    with tf.io.gfile.GFile(path) as f:
+    task_dir = os.path.join(cache_dir, seqio.get_task_dir_from_name(name))
+    paths = (seqio.get_cached_stats_path(task_dir, split), lengths_path(task_dir, split))
+    for path in paths:
+      if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"no SeqIO cache statistics at {path}; {rerun}")
+    with tf.io.gfile.GFile(paths[0]) as f:
       stats = json.load(f)
-    counts[name] = {"examples": int(stats["examples"]), "tokens": int(stats["targets_tokens"])}
-  return counts
+    with tf.io.gfile.GFile(paths[1]) as f:
+      lengths = tuple((int(n), int(c)) for n, c in json.load(f)["targets"])
+    size = CachedSizes(int(stats["examples"]), int(stats.get("targets_tokens", 0)), lengths)
+    if sum(c for _, c in lengths) != size.documents or sum(n * c for n, c in lengths) != size.tokens:
+      raise ValueError(f"{paths[1]} does not match {paths[0]} (a cache pass was interrupted?); {rerun}")
+    sizes[name] = size
+  return sizes
+
+
+def _document_length(example) -> int:
+  return len(example["targets"])
+
+
+def _length_histogram(pairs: Sequence[tuple[int, int]]) -> dict:
+  return {"targets": sorted(pairs)}
 
 
 def _register_from_paths(corpus_dir: str, vocab_path: str, extra_ids: int) -> list[str]:
@@ -148,7 +193,8 @@ def _register_from_paths(corpus_dir: str, vocab_path: str, extra_ids: int) -> li
 
 
 def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
-                pipeline_args: Sequence[str] | None = None, extra_ids: int = DEFAULT_EXTRA_IDS) -> dict[str, dict]:
+                pipeline_args: Sequence[str] | None = None, extra_ids: int = DEFAULT_EXTRA_IDS
+                ) -> dict[str, CachedSizes]:
   """Runs SeqIO's caching transforms (PreprocessTask -> tfrecords + info + stats) for every language
   task and split as one Beam pipeline; returns the train-split counts."""
   import apache_beam as beam
@@ -175,11 +221,17 @@ def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
                        | f"{label}_write_info" >> beam_utils.WriteJson(seqio.get_cached_info_path(output_dir, split)))
         written.append(examples | f"{label}_stats" >> beam_utils.GetStats(task.output_features)
                        | f"{label}_write_stats" >> beam_utils.WriteJson(seqio.get_cached_stats_path(output_dir, split)))
+        # Document lengths: mixtures need how many chunks (examples) a task makes at any sequence length.
+        written.append(examples | f"{label}_length" >> beam.Map(_document_length)
+                       | f"{label}_count_lengths" >> beam.combiners.Count.PerElement()
+                       | f"{label}_all_lengths" >> beam.combiners.ToList()
+                       | f"{label}_histogram" >> beam.Map(_length_histogram)
+                       | f"{label}_write_lengths" >> beam_utils.WriteJson(lengths_path(output_dir, split)))
       # SeqIO reads a task's cache only once COMPLETED exists: write it after every split's outputs.
       _ = (written | f"{name}_flatten" >> beam.Flatten() | f"{name}_nothing" >> beam.Filter(lambda _: False)
            | f"{name}_completed" >> beam.io.textio.WriteToText(
                os.path.join(output_dir, "COMPLETED"), num_shards=1, shard_name_template=""))
-  return load_counts(cache_dir, names)
+  return load_sizes(cache_dir, names)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -198,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.error(str(e))
   print(f"{'task':<20} {'files':>10} {'tokens':>14}")
   for name, c in counts.items():
-    print(f"{name:<20} {c['examples']:>10,} {c['tokens']:>14,}")
+    print(f"{name:<20} {c.documents:>10,} {c.tokens:>14,}")
   print(f"cached in {args.cache_dir or default_cache_dir(args.corpus)}")
 
 

@@ -19,6 +19,7 @@ sequence length once concatenated (as t5's random_spans_helper does): nothing is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Mapping, Sequence
 
@@ -26,6 +27,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
+from objectives import packing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,13 +71,14 @@ def _random_segmentation(num_items: tf.Tensor, num_segments: tf.Tensor, seed: tf
 
 def num_noise_tokens_and_spans(length, noise_density: float, mean_noise_span_length: float):
   """t5's counts: noise = round(length * density) clipped to [1, length - 1]; spans = max(1,
-  round(noise / mean span)). Works on Python ints and on tensors."""
-  if isinstance(length, int):
+  round(noise / mean span)). Works on Python ints, numpy arrays and tensors."""
+  if not isinstance(length, tf.Tensor):
     # float32 and round-half-even like the tensor form (and t5): float64 rounds differently at some
     # lengths (190 at density 0.15 gives 28 noise tokens in float64, 29 in float32).
-    length = max(length, 2)
-    noise = min(max(int(np.round(np.float32(length) * np.float32(noise_density))), 1), length - 1)
-    return noise, max(int(np.round(np.float32(noise) / np.float32(mean_noise_span_length))), 1)
+    array = np.maximum(np.asarray(length, np.int64), 2)
+    noise = np.clip(np.round(array.astype(np.float32) * np.float32(noise_density)).astype(np.int64), 1, array - 1)
+    spans = np.maximum(np.round(noise.astype(np.float32) / np.float32(mean_noise_span_length)).astype(np.int64), 1)
+    return (int(noise), int(spans)) if np.ndim(length) == 0 else (noise, spans)
   length = tf.maximum(length, 2)
   noise = tf.cast(tf.round(tf.cast(length, tf.float32) * noise_density), tf.int32)
   noise = tf.minimum(tf.maximum(noise, 1), length - 1)
@@ -152,6 +155,29 @@ def raw_lengths(config: UL2Config, sequence_length: int, num_sentinels: int) -> 
                        f"vocabulary has {num_sentinels} extra ids; use a shorter sequence or more extra ids")
     lengths.append(n)
   return lengths + [sequence_length - mode, sequence_length]
+
+
+def added_tokens(config: UL2Config, objective: int, sizes: np.ndarray) -> np.ndarray:
+  """Tokens an example of objective `objective` takes in a row beyond its raw chunk of `sizes` tokens:
+  one sentinel per span in inputs and in targets for span corruption, and the mode token. A 1-token
+  chunk becomes causal LM (nothing added), as in `ul2_objectives`."""
+  sizes = np.asarray(sizes, np.int64)
+  mode = 1 if config.use_mode_tokens else 0
+  if objective < len(config.denoisers):
+    denoiser = config.denoisers[objective]
+    _, spans = num_noise_tokens_and_spans(sizes, denoiser.noise_density, denoiser.mean_noise_span_length)
+    added = 2 * np.asarray(spans) + mode
+  elif objective == len(config.denoisers):  # prefix LM
+    added = np.full(sizes.shape, mode)
+  else:  # causal LM
+    added = np.zeros(sizes.shape, np.int64)
+  return np.where(sizes >= 2, added, 0)
+
+
+def chunking(config: UL2Config, sequence_length: int, num_sentinels: int) -> packing.Chunking:
+  """How `ul2_objectives` cuts documents into examples (objectives/packing.py's description)."""
+  return packing.Chunking(tuple(raw_lengths(config, sequence_length, num_sentinels)), tuple(config.rates),
+                          functools.partial(added_tokens, config))
 
 
 def _chunk_starts(length: tf.Tensor, raw: tf.Tensor, rates: tf.Tensor, seed: tf.Tensor):

@@ -12,7 +12,7 @@ import seqio
 import tensorflow as tf
 
 import code_corpus
-from objectives import mixtures, tasks
+from objectives import tasks
 from objectives.ul2 import (DecoderOnlyPrefixLMConverter, SpanCorruption, UL2Config, num_noise_tokens_and_spans,
                             prefix_lm_split, random_spans_noise_mask, raw_lengths, span_corruption, ul2_objectives)
 from objectives.vocab import MODE_TOKENS, special_token_ids
@@ -28,7 +28,8 @@ def corpus(tmp_path_factory):
   _, vocabulary = code_corpus.build(root, extra_ids=EXTRA_IDS)
   names = tasks.register_tasks(root, vocabulary)
   ul2_names = tasks.register_ul2_tasks(names)
-  mixtures.register_mixtures({name: 1000 for name in names}, budget_tokens=10_000, kinds=("natural",), suffix="_ul2")
+  seqio.MixtureRegistry.remove("code_natural_ul2")  # a mixture over the uncached tasks, equal rates
+  seqio.MixtureRegistry.add("code_natural_ul2", [(name, 1.0) for name in ul2_names])
   return vocabulary, ul2_names
 
 

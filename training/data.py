@@ -6,38 +6,15 @@ from typing import Iterator, Mapping
 
 import jax
 import numpy as np
-import seqio
 import tensorflow as tf
 
-from objectives.ul2 import DecoderOnlyPrefixLMConverter
-
-
-def _tasks(name: str) -> list[seqio.Task]:
-  provider = seqio.get_mixture_or_task(name)
-  return provider.tasks if isinstance(provider, seqio.Mixture) else [provider]
-
-
-def is_prefix_lm(name: str) -> bool:
-  """UL2 tasks emit `inputs` and `targets`; plain language tasks only `targets`."""
-  return "inputs" in seqio.get_mixture_or_task(name).output_features
-
-
-def feature_lengths(name: str, sequence_length: int) -> dict[str, int]:
-  """TASK_FEATURE_LENGTHS for rows of `sequence_length` tokens (see DecoderOnlyPrefixLMConverter)."""
-  if is_prefix_lm(name):
-    return {"inputs": sequence_length, "targets": sequence_length}
-  return {"targets": sequence_length}
+from objectives import stream
 
 
 def _dataset(name: str, sequence_length: int, batch_size: int, split: str, shuffle: bool, seed: int | None,
              num_epochs: int | None, use_cached: bool = True) -> tf.data.Dataset:
-  converter = DecoderOnlyPrefixLMConverter(pack=True) if is_prefix_lm(name) else seqio.DecoderFeatureConverter(pack=True)
-  use_cached = use_cached and all(task.cache_dir for task in _tasks(name))
-  dataset = seqio.get_dataset(
-      name, task_feature_lengths=feature_lengths(name, sequence_length), dataset_split=split, shuffle=shuffle,
-      num_epochs=num_epochs, shard_info=seqio.ShardInfo(jax.process_index(), jax.process_count()),
-      feature_converter=converter, use_cached=use_cached, seed=seed)
-  return dataset.batch(batch_size, drop_remainder=num_epochs is None)
+  dataset = stream.examples(name, sequence_length, split, shuffle, seed, num_epochs, use_cached)
+  return stream.packed_rows(dataset, name, sequence_length).batch(batch_size, drop_remainder=num_epochs is None)
 
 
 def train_batches(name: str, sequence_length: int, global_batch_size: int, seed: int,
