@@ -59,7 +59,7 @@ def main(argv=None) -> dict:
     print(f"{mode}: trained in {seconds:.0f} s, {results['modes'][mode]['space_pieces']} space pieces, "
           f"longest {results['modes'][mode]['longest_space_run']} spaces", flush=True)
   listed, learned = results["modes"]["listed"], results["modes"]["learned"]
-  print(f"\n| language | listed tokens/byte | learned tokens/byte | learned vs listed |\n|---|---|---|---|")
+  print("\n| language | listed tokens/byte | learned tokens/byte | learned vs listed |\n|---|---|---|---|")
   for name in listed["tokens_per_byte"]:
     a, b = listed["tokens_per_byte"][name], learned["tokens_per_byte"][name]
     print(f"| {name} | {a:.4f} | {b:.4f} | {100 * (b / a - 1):+.1f}% |")

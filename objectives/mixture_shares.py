@@ -18,7 +18,7 @@ import tqdm
 
 from objectives import stream
 from objectives.languages import LANGUAGES
-from objectives.mixtures import Corpus, MixturePlan, display_name
+from objectives.mixtures import TaskStats, MixturePlan, display_name
 from objectives.tasks import LANGUAGE_FEATURE
 from objectives.vocab import MODE_TOKENS, special_token_ids
 
@@ -84,25 +84,25 @@ class Measurement:
   epochs: dict[str, float]  # realized: the run's rows x realized document tokens per row x share / corpus
 
 
-def summarize(drawn: Draw, plan: MixturePlan, corpus: Corpus, sequence_length: int) -> Measurement:
+def summarize(drawn: Draw, plan: MixturePlan, stats: TaskStats, sequence_length: int) -> Measurement:
   tasks = np.array(drawn.task)
 
   def share(values: np.ndarray) -> dict[str, float]:
     total = values.sum()
-    return {name: float(values[tasks == name].sum() / total) for name in corpus.tokens}
+    return {name: float(values[tasks == name].sum() / total) for name in stats.tokens}
 
   rows = len(drawn.examples_per_row)
   per_row = float(drawn.document_tokens.sum() / rows)
   document_share = share(drawn.document_tokens)
-  epochs = {name: plan.rows * per_row * document_share[name] / corpus.tokens[name] if corpus.tokens[name] else 0.0
-            for name in corpus.tokens}
+  epochs = {name: plan.rows * per_row * document_share[name] / stats.tokens[name] if stats.tokens[name] else 0.0
+            for name in stats.tokens}
   return Measurement(plan, sequence_length, len(tasks), rows, share(np.ones(len(tasks))), document_share,
                      share(drawn.loss_tokens), per_row, epochs)
 
 
-def measure(mixture: str, plan: MixturePlan, corpus: Corpus, sequence_length: int, num_examples: int,
+def measure(mixture: str, plan: MixturePlan, stats: TaskStats, sequence_length: int, num_examples: int,
             seed: int = 0) -> Measurement:
-  return summarize(draw(mixture, sequence_length, num_examples, seed), plan, corpus, sequence_length)
+  return summarize(draw(mixture, sequence_length, num_examples, seed), plan, stats, sequence_length)
 
 
 def document_tokens_in_rows(drawn: Draw, rows: int) -> dict[str, int]:

@@ -37,9 +37,12 @@ from typing import Mapping, Sequence
 import numpy as np
 import seqio
 
-from objectives import packing
+from objectives import packing, ul2
 from objectives.languages import LANGUAGES
+from objectives.tasks import (CachedSizes, default_cache_dir, load_sizes, register_tasks,
+                              register_ul2_tasks)
 from objectives.unimax import natural_rates, unimax_rates
+from objectives.vocab import get_vocabulary
 
 UNIMAX_EPOCHS = (1, 2, 3, 4)
 MIXTURE_KINDS = ("natural",) + tuple(f"unimax_{n}" for n in UNIMAX_EPOCHS)
@@ -65,7 +68,7 @@ def token_shares(kind: str, tokens: Mapping[str, float], budget_tokens: float) -
 
 
 @dataclasses.dataclass(frozen=True)
-class Corpus:
+class TaskStats:
   """What mixture planning needs of one objective's tasks: per task its document tokens, its expected
   examples per pass, and a sample of its examples' row lengths (for the packing simulation)."""
   tokens: dict[str, int]
@@ -74,15 +77,15 @@ class Corpus:
   sequence_length: int
 
 
-def describe_tasks(sizes: Mapping[str, "CachedSizes"], chunking: packing.Chunking, sequence_length: int,
-                   seed: int = 0) -> Corpus:
-  """`Corpus` for tasks with the cached sizes `sizes`, cut into examples as `chunking` says."""
+def describe_tasks(sizes: Mapping[str, CachedSizes], chunking: packing.Chunking, sequence_length: int,
+                   seed: int = 0) -> TaskStats:
+  """`TaskStats` for tasks with the cached sizes `sizes`, cut into examples as `chunking` says."""
   tokens = {name: s.tokens for name, s in sizes.items()}
   examples = {name: packing.examples_per_pass(s.lengths, chunking) for name, s in sizes.items()}
   # Each task's sample has its own seed (from its name): the same on every host, whatever the order.
   row_lengths = {name: packing.example_lengths(s.lengths, chunking, np.random.default_rng(
       [seed, zlib.crc32(name.encode())])) for name, s in sizes.items() if s.tokens}
-  return Corpus(tokens, examples, row_lengths, sequence_length)
+  return TaskStats(tokens, examples, row_lengths, sequence_length)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +104,7 @@ class MixturePlan:
     return self.rows * self.tokens_per_row
 
 
-def plan_mixture(kind: str, corpus: Corpus, rows: int, max_iterations: int = 20) -> MixturePlan:
+def plan_mixture(kind: str, stats: TaskStats, rows: int, max_iterations: int = 20) -> MixturePlan:
   """Token shares, example rates and epochs of `kind` for a run of `rows` packed rows.
 
   For UniMax the budget depends on the packing (how many document tokens a row holds), which depends
@@ -110,34 +113,31 @@ def plan_mixture(kind: str, corpus: Corpus, rows: int, max_iterations: int = 20)
   """
   if rows < 1:
     raise ValueError(f"a mixture needs a budget of at least one row, got {rows}")
-  tokens, examples = corpus.tokens, corpus.examples
+  tokens, examples = stats.tokens, stats.examples
   names = [name for name in tokens if tokens[name] > 0]
-  budget = float(rows * corpus.sequence_length)
+  budget = float(rows * stats.sequence_length)
   for _ in range(max_iterations):
     shares = token_shares(kind, tokens, budget)
     weights = {name: shares[name] * examples[name] / tokens[name] if tokens[name] else 0.0 for name in tokens}
     total = sum(weights.values())
     rates = {name: weight / total for name, weight in weights.items()}
-    per_row = packing.examples_per_row([corpus.row_lengths[n] for n in names], [rates[n] for n in names],
-                                       corpus.sequence_length)
+    per_row = packing.examples_per_row([stats.row_lengths[n] for n in names], [rates[n] for n in names],
+                                       stats.sequence_length)
     tokens_per_example = sum(rates[n] * tokens[n] / examples[n] for n in names)
-    new_budget = rows * per_row * tokens_per_example
-    converged = abs(new_budget - budget) <= 1e-4 * budget
-    budget = new_budget
-    if converged:
+    planned, budget = budget, rows * per_row * tokens_per_example  # what these rates make the rows hold
+    if abs(budget - planned) <= 1e-4 * planned:
       break
-  shares = token_shares(kind, tokens, budget)
   epochs = {name: shares[name] * budget / tokens[name] if tokens[name] else 0.0 for name in tokens}
   return MixturePlan(kind, shares, rates, rows, per_row, budget / rows, epochs)
 
 
-def register_mixtures(corpus: Corpus, rows: int, suffix: str = "", kinds: Sequence[str] = MIXTURE_KINDS,
+def register_mixtures(stats: TaskStats, rows: int, suffix: str = "", kinds: Sequence[str] = MIXTURE_KINDS,
                       ) -> dict[str, MixturePlan]:
   """Registers `code_natural{suffix}`, `code_unimax_1{suffix}` … over the (already registered) tasks
-  of `corpus` at their example rates; returns the plans by mixture name."""
+  of `stats` at their example rates; returns the plans by mixture name."""
   plans = {}
   for kind in kinds:
-    plan = plan_mixture(kind, corpus, rows)
+    plan = plan_mixture(kind, stats, rows)
     name = mixture_name(kind, suffix)
     seqio.MixtureRegistry.remove(name)
     seqio.MixtureRegistry.add(name, [(task, rate) for task, rate in plan.example_rates.items() if rate > 0])
@@ -146,18 +146,16 @@ def register_mixtures(corpus: Corpus, rows: int, suffix: str = "", kinds: Sequen
 
 
 def register_language_tasks(corpus_dir: str, vocab_path: str, sequence_length: int, cache_dir: str | None = None,
-                            ul2_config=None) -> dict[str, Corpus]:
+                            ul2_config=None) -> dict[str, TaskStats]:
   """Registers the language tasks (reading SeqIO's cache where it exists) and their UL2 versions;
-  returns, per objective suffix ("" and "_ul2"), their `Corpus` at `sequence_length`."""
-  from objectives import ul2
-  from objectives.tasks import default_cache_dir, load_sizes, register_tasks, register_ul2_tasks
-  from objectives.vocab import get_vocabulary
-
+  returns, per objective suffix ("" and "_ul2"), their `TaskStats` at `sequence_length`."""
   vocabulary = get_vocabulary(vocab_path)
   names = register_tasks(corpus_dir, vocabulary)
   register_ul2_tasks(names, ul2_config)
   cache_dir = cache_dir or default_cache_dir(corpus_dir)
-  seqio.add_global_cache_dirs([cache_dir])
+  # First in SeqIO's search order: another corpus registered earlier in this process (tests, notebooks)
+  # may cache tasks of the same names, and SeqIO reads the first cache directory that has the task.
+  seqio.set_global_cache_dirs([cache_dir] + [d for d in seqio.get_global_cache_dirs() if d != cache_dir])
   sizes = load_sizes(cache_dir, names)
   ul2_chunking = ul2.chunking(ul2_config or ul2.UL2Config(), sequence_length, vocabulary.extra_ids)
   return {"": describe_tasks(sizes, packing.plain_chunking(sequence_length), sequence_length),
@@ -169,22 +167,22 @@ def register_corpus(corpus_dir: str, vocab_path: str, rows: int, sequence_length
   """Everything a training run needs from a corpus: the language tasks, their UL2 versions, and the
   natural / UniMax mixtures of both (`code_unimax_2`, `code_unimax_2_ul2`, …) planned for a run of
   `rows` packed rows (train_steps x batch_size) of `sequence_length` tokens."""
-  corpora = register_language_tasks(corpus_dir, vocab_path, sequence_length, cache_dir, ul2_config)
-  return {name: plan for suffix, corpus in corpora.items()
-          for name, plan in register_mixtures(corpus, rows, suffix).items()}
+  task_stats = register_language_tasks(corpus_dir, vocab_path, sequence_length, cache_dir, ul2_config)
+  return {name: plan for suffix, stats in task_stats.items()
+          for name, plan in register_mixtures(stats, rows, suffix).items()}
 
 
 # ---- tables and the plot -------------------------------------------------------------------------
 
 
-def rates_table(corpus: Corpus, plans: Mapping[str, MixturePlan]) -> str:
+def rates_table(stats: TaskStats, plans: Mapping[str, MixturePlan]) -> str:
   """A Markdown table: per language, document tokens and expected examples, then the declared share %
   and the epochs at the budget for each mixture."""
   header = "| language | tokens | examples | " + " | ".join(f"{p.kind} % | {p.kind} epochs" for p in plans.values()) + " |"
   lines = [header, "|" + "---|" * (3 + 2 * len(plans))]
-  for task in corpus.tokens:
+  for task in stats.tokens:
     cells = " | ".join(f"{100 * p.token_shares[task]:.2f} | {p.epochs[task]:.2f}" for p in plans.values())
-    lines.append(f"| {display_name(task)} | {corpus.tokens[task]:,} | {corpus.examples[task]:,.0f} | {cells} |")
+    lines.append(f"| {display_name(task)} | {stats.tokens[task]:,} | {stats.examples[task]:,.0f} | {cells} |")
   return "\n".join(lines)
 
 
@@ -225,8 +223,6 @@ def plot_rates(plans: Mapping[str, MixturePlan], output: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-  from objectives.tasks import default_cache_dir
-
   parser = argparse.ArgumentParser(prog="python -m objectives.mixtures", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--corpus", required=True)
@@ -259,16 +255,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                    f"`python -m objectives.tasks --corpus {args.corpus} --vocab VOCAB` first")
   rows = args.train_steps * args.batch_size
   try:
-    corpora = register_language_tasks(args.corpus, vocab, args.sequence_length, cache_dir)
-    plans = {name: plan for suffix, corpus in corpora.items()
-             for name, plan in register_mixtures(corpus, rows, suffix, kinds).items()}
+    task_stats = register_language_tasks(args.corpus, vocab, args.sequence_length, cache_dir)
+    plans = {name: plan for suffix, stats in task_stats.items()
+             for name, plan in register_mixtures(stats, rows, suffix, kinds).items()}
   except (FileNotFoundError, ValueError) as error:
     parser.error(str(error))
   print(f"budget: {args.train_steps:,} steps x {args.batch_size} rows of {args.sequence_length} tokens")
   for suffix, title in (("", "plain chunks (code_*)"), ("_ul2", "UL2 + causal LM (code_*_ul2)")):
     shown = {mixture_name(k, suffix): plans[mixture_name(k, suffix)] for k in kinds}
     print(f"\n{title}: {budget_line(shown, args.sequence_length)}")
-    print(rates_table(corpora[suffix], shown))
+    print(rates_table(task_stats[suffix], shown))
   plot = args.plot or os.path.join(args.corpus, "mixtures.png")
   plot_rates({mixture_name(k, "_ul2"): plans[mixture_name(k, "_ul2")] for k in kinds}, plot)
   print(f"wrote {plot}")
@@ -278,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for suffix in OBJECTIVES:
       for kind in kinds:
         name = mixture_name(kind, suffix)
-        measured = mixture_shares.measure(name, plans[name], corpora[suffix], args.sequence_length, args.measure,
+        measured = mixture_shares.measure(name, plans[name], task_stats[suffix], args.sequence_length, args.measure,
                                           seed=args.seed)
         print(f"\n{mixture_shares.format_measurement(name, measured)}")
 

@@ -97,8 +97,8 @@ def test_missing_length_histogram_is_an_error_that_says_what_to_run(corpus, tmp_
 
 
 def _uniform_corpus(tokens, tokens_per_example, sequence_length):
-  """A Corpus whose examples of task t all have tokens_per_example[t] tokens (exact packing arithmetic)."""
-  return mixtures.Corpus(dict(tokens), {t: tokens[t] / tokens_per_example[t] for t in tokens},
+  """A TaskStats whose examples of task t all have tokens_per_example[t] tokens (exact packing arithmetic)."""
+  return mixtures.TaskStats(dict(tokens), {t: tokens[t] / tokens_per_example[t] for t in tokens},
                          {t: np.full(100, tokens_per_example[t]) for t in tokens}, sequence_length)
 
 
@@ -164,3 +164,18 @@ def test_validation_batches_of_an_empty_cached_split_are_empty(tmp_path):
   assert data.validation_batches("code_go", 64, 4, max_batches=2) == []
   python = data.validation_batches("code_python", 64, 4, max_batches=2)
   assert python and python[0]["decoder_input_tokens"].shape == (4, 64)
+
+
+def test_a_second_corpus_in_one_process_reads_its_own_cache(corpus, tmp_path):
+  root, vocab_path, _, _ = corpus
+  tasks.cache_tasks(root, vocab_path, cache_dir=str(tmp_path / "first_cache"))
+  mixtures.register_corpus(root, vocab_path, rows=10, sequence_length=64, cache_dir=str(tmp_path / "first_cache"))
+  other = str(tmp_path / "other")
+  texts = [records.encode(text, f"go/{i}") for i, text in enumerate(GO[:3])]
+  records.write_shard(os.path.join(other, records.shard_name("go", "train", 0, 1)), texts)
+  records.write_shard(os.path.join(other, records.shard_name("go", "validation", 0, 1)), texts[:1])
+  tasks.cache_tasks(other, vocab_path)
+  mixtures.register_corpus(other, vocab_path, rows=10, sequence_length=64)
+  cached = seqio.get_mixture_or_task("code_go").get_dataset({"targets": 100_000}, split="train", shuffle=False,
+                                                              use_cached=True)
+  assert len(list(cached.as_numpy_iterator())) == 3  # not the first corpus's 25 Go files

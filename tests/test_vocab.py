@@ -142,16 +142,15 @@ def test_no_whitespace_piece_longer_than_twelve_spaces(model_path):
 
 
 def test_learned_whitespace_pieces_are_learned_and_round_trip(corpus, tmp_path):
-  import sentencepiece as spm
-
   options = vocab.trainer_options(VOCAB_SIZE, EXTRA_IDS, whitespace="learned")
   assert options["allow_whitespace_only_pieces"] and "\u2581\u2581" not in options["user_defined_symbols"]
   path = vocab.train_vocabulary(corpus, VOCAB_SIZE, str(tmp_path / "learned.model"), extra_ids=EXTRA_IDS,
                                 whitespace="learned")
-  processor = spm.SentencePieceProcessor(model_file=path)
-  runs = [i for i in range(processor.get_piece_size()) if set(processor.id_to_piece(i)) == {"\u2581"}]
-  multi = [i for i in runs if len(processor.id_to_piece(i)) > 1]
-  assert multi and not any(processor.is_user_defined(i) for i in multi)  # learned, not listed
+  from sentencepiece import sentencepiece_model_pb2
+
+  model = sentencepiece_model_pb2.ModelProto.FromString(open(path, "rb").read())
+  multi = [p for p in model.pieces if len(p.piece) > 1 and set(p.piece) == {"\u2581"}]
+  assert multi and all(p.type == p.NORMAL for p in multi)  # learned pieces, none listed
   learned = vocab.get_vocabulary(path, extra_ids=EXTRA_IDS)
   for language in LANGUAGES:
     for _, text in records.read_texts(corpus, language, "validation"):
