@@ -37,10 +37,14 @@ def examples(name: str, sequence_length: int, split: str, shuffle: bool, seed: i
   features of a mixture's examples (the measurement keeps `language`)."""
   provider = seqio.get_mixture_or_task(name)
   kwargs = {"passthrough_features": list(passthrough_features)} if passthrough_features else {}
-  return provider.get_dataset(
+  dataset = provider.get_dataset(
       feature_lengths(name, sequence_length), split=split, shuffle=shuffle, seed=seed,
       use_cached=use_cached and all(task.cache_dir for task in tasks_of(name)),
       shard_info=seqio.ShardInfo(jax.process_index(), jax.process_count()), num_epochs=num_epochs, **kwargs)
+  # A mixture keeps only the output features (and any passed through); a task gives its extras too.
+  keep = set(provider.output_features) | set(passthrough_features)
+  return dataset.map(lambda example: {k: v for k, v in example.items() if k in keep},
+                     num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def packed_rows(dataset: tf.data.Dataset, name: str, sequence_length: int) -> tf.data.Dataset:

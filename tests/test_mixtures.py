@@ -79,7 +79,7 @@ def test_unimax_cap_holds_over_the_budget(corpus, suffix):
   # A budget of ~3.5x Python's tokens: an even split would give Python 1.75 epochs, so N = 1 caps it.
   rows = int(3.5 * small / (0.9 * SEQ))
   (plan,) = mixtures.register_mixtures(corpus_, rows=rows, suffix=suffix, kinds=("unimax_1",)).values()
-  assert plan.epochs[python] == pytest.approx(1.0)
+  assert plan.epochs[python] == pytest.approx(1.0, rel=1e-3)  # the plan's budget settles to 0.1%
   assert plan.token_shares[python] < 0.5
   name = mixtures.mixture_name("unimax_1", suffix)
   drawn = mixture_shares.draw(name, SEQ, int(1.15 * rows * plan.examples_per_row), seed=2, progress=False)
