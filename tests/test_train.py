@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,9 +81,12 @@ def _subprocess(argv):
                           stderr=subprocess.STDOUT, text=True)
 
 
-def test_demo_config_trains_and_loss_falls(corpus, tmp_path):
+def test_demo_config_trains_and_loss_falls(corpus, tmp_path, capsys):
   model_dir = str(tmp_path / "run")
   _run_in_process(_flags(corpus, model_dir, 80, "--gin.train.eval_every=40", "--gin.train.checkpoint_every=40"))
+  # The run states its mixture's plan: document tokens in its 80 x 8 rows, each language's share and epochs.
+  assert re.search(r"code_unimax_2_ul2: [\d,]+ document tokens in 640 rows; share % / epochs: "
+                   r"Python \d+\.\d / \d+\.\d\d, Go \d+\.\d / \d+\.\d\d", capsys.readouterr().out)
   losses = _losses(model_dir)
   assert sorted(losses) == list(range(1, 81))
   assert losses[80] <= 0.7 * losses[1], (losses[1], losses[80])
