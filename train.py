@@ -22,7 +22,6 @@ from typing import Sequence
 import gin
 import jax
 import numpy as np
-import seqio
 from jax.sharding import NamedSharding
 
 import gin_flags
@@ -31,7 +30,7 @@ from model.config import get_config
 from model.summary import flops_per_token
 from model.transformer import Decoder
 from objectives.languages import LANGUAGES
-from objectives.mixtures import display_name, register_corpus
+from objectives.mixtures import display_name, mixture_name, register_corpus
 from objectives.ul2 import UL2Config
 from objectives.vocab import get_vocabulary
 from training import data
@@ -127,9 +126,10 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
     batches = data.train_batches(mixture_or_task_name, sequence_length, batch_size, seed, progress["batches"])
     eval_sets = {}
     if eval_every:
-      registered = set(seqio.TaskRegistry.names())
+      # This corpus's language tasks (not whatever else this process registered under those names).
+      in_corpus = set(plans[mixture_name("natural")].token_shares)
       for language in LANGUAGES:  # causal-LM loss on each language's validation split, as the paper compares
-        if language.task_name in registered:
+        if language.task_name in in_corpus:
           eval_sets[language.name] = data.validation_batches(language.task_name, sequence_length, batch_size,
                                                              eval_batches)
       eval_sets = {k: v for k, v in eval_sets.items() if v}  # languages with no validation files

@@ -150,6 +150,8 @@ def test_special_piece_text_survives_the_task_pipeline(corpus, tmp_path):
                                                          use_cached=False, seed=3)
   ids = [i for ex in ds.as_numpy_iterator() for key in ("inputs", "targets") for i in ex[key].tolist()]
   assert ids.count(code_id) == 1 and ids.count(eod_id) == 1
+  for name in names + [ul2_name]:  # registries are global: leave no Lua task of this corpus to later tests
+    seqio.TaskRegistry.remove(name)
 
 
 def test_validation_batches_of_an_empty_cached_split_are_empty(tmp_path):
