@@ -41,8 +41,11 @@ def examples(name: str, sequence_length: int, split: str, shuffle: bool, seed: i
       feature_lengths(name, sequence_length), split=split, shuffle=shuffle, seed=seed,
       use_cached=use_cached and all(task.cache_dir for task in tasks_of(name)),
       shard_info=seqio.ShardInfo(jax.process_index(), jax.process_count()), num_epochs=num_epochs, **kwargs)
-  # A mixture keeps only the output features (and any passed through); a task gives its extras too.
+  # A mixture keeps only the output features (and any passed through); a task gives its extras too
+  # (the language tag), which the packer would drop with a warning. Checked on the spec: no map otherwise.
   keep = set(provider.output_features) | set(passthrough_features)
+  if set(dataset.element_spec) <= keep:
+    return dataset
   return dataset.map(lambda example: {k: v for k, v in example.items() if k in keep},
                      num_parallel_calls=tf.data.AUTOTUNE)
 
