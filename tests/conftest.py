@@ -7,3 +7,22 @@ import os
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def pytest_terminal_summary(terminalreporter):
+  """Which languages' test programs this run compiled and executed (the others' toolchains are
+  missing: `make toolchains` installs them)."""
+  from evaluation import execution
+  from evaluation.languages import MODULES, NOT_EVALUATED, get
+
+  ran, missing = [], []
+  for name in MODULES:
+    try:
+      lacking = execution.missing(get(name).toolchain)
+    except Exception as error:  # noqa: BLE001 - a broken renderer must not hide the summary
+      lacking = [f"renderer does not load: {error}"]
+    (missing.append(f"{name} ({', '.join(lacking)})") if lacking else ran.append(name))
+  terminalreporter.write_line(f"scoring languages executed: {len(ran)} of {len(MODULES)}: {', '.join(ran)}")
+  if missing:
+    terminalreporter.write_line(f"scoring languages skipped (toolchain missing): {'; '.join(missing)}")
+  terminalreporter.write_line(f"not evaluated: {', '.join(NOT_EVALUATED)} (no toolchain in any reachable registry)")

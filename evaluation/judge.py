@@ -1,0 +1,110 @@
+"""From a test program's execution to per-test-case outcomes, compared outside the sandbox.
+
+The program printed record lines (evaluation/languages/base.py): values, never verdicts. Here each
+value is decoded strictly by the question's return type and compared with the expected output, which
+never entered the sandbox.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+
+from evaluation import typed
+from evaluation.execution import Execution
+from evaluation.languages.base import RECORD_PREFIX
+from evaluation.typed import Question
+
+
+class Status(enum.Enum):
+  PASSED = "passed"              # every test case returned the expected value
+  FAILED = "failed"              # it ran; at least one test case is wrong, threw, or is missing
+  COMPILE_ERROR = "compile_error"
+  ERROR = "error"                # crashed outside the test cases, or forged/garbled records
+  TIMEOUT = "timeout"            # the run step hit its wall-clock limit
+
+
+class Case(enum.Enum):
+  PASSED = "passed"
+  FAILED = "failed"        # wrong value
+  EXCEPTION = "exception"  # raised / threw / panicked, or returned a value of the wrong type
+  MISSING = "missing"      # no record: the program ended or was killed first
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+  status: Status
+  cases: tuple[Case, ...]        # in the question's test-case order
+  detail: str                    # first failing case, compiler message, or why it errored
+
+  @property
+  def tests_passed(self) -> list[bool]:
+    return [c is Case.PASSED for c in self.cases]
+
+
+def judge(question: Question, execution: Execution) -> Outcome:
+  n = len(question.test_cases)
+  if execution.compile_failed:
+    step = next(s for s in execution.compile if s.exit_code != 0)
+    why = "compile step timed out" if step.timed_out else _tail(execution.stderr, 600)
+    return Outcome(Status.COMPILE_ERROR, (Case.MISSING,) * n, why)
+  by_idx = {case.idx: i for i, case in enumerate(question.test_cases)}
+  cases: list[Case | None] = [None] * n
+  details: list[str] = [""] * n
+  order: list[int] = []
+  forged = ""
+  for line in execution.stdout.splitlines():
+    if not line.startswith(RECORD_PREFIX):
+      continue
+    parts = line[len(RECORD_PREFIX):].split(" ", 2)
+    if len(parts) < 2 or not parts[0].lstrip("-").isdigit() or int(parts[0]) not in by_idx \
+        or parts[1] not in ("ok", "exception"):
+      forged = forged or f"garbled record {line[:120]!r}"
+      continue
+    i = by_idx[int(parts[0])]
+    if cases[i] is not None or (order and i <= order[-1]):
+      forged = forged or f"a second or out-of-order record for test case {question.test_cases[i].idx}"
+      continue
+    order.append(i)
+    payload = parts[2] if len(parts) > 2 else ""
+    if parts[1] == "exception":
+      cases[i], details[i] = Case.EXCEPTION, payload[:300]
+      continue
+    try:
+      actual = typed.decode(question.return_type, json.loads(payload), "returned value")
+    except (ValueError, RecursionError) as error:
+      cases[i], details[i] = Case.EXCEPTION, f"unreadable value: {str(error)[:200]}"
+      continue
+    expected = question.test_cases[i].output
+    if typed.equal(question.return_type, expected, actual):
+      cases[i] = Case.PASSED
+    else:
+      cases[i] = Case.FAILED
+      details[i] = f"expected {payload_of(question, expected)}, got {payload[:200]}"
+  final = tuple(c if c is not None else Case.MISSING for c in cases)
+  if forged:  # printed records of its own: nothing it printed can be trusted
+    return Outcome(Status.ERROR, tuple(Case.FAILED if c is Case.PASSED else c for c in final),
+                   f"forged records: {forged}")
+  run = execution.run
+  if all(c is Case.PASSED for c in final):
+    return Outcome(Status.PASSED, final, "")
+  if run is not None and run.timed_out:
+    return Outcome(Status.TIMEOUT, final, f"timed out after {run.runtime_s:.1f} s")
+  if all(c is Case.MISSING for c in final):
+    why = f"exit {run.exit_code}" if run is not None else "did not run"
+    return Outcome(Status.ERROR, final, f"no result records ({why}): {_tail(execution.stderr, 600)}")
+  first = next(i for i, c in enumerate(final) if c is not Case.PASSED)
+  detail = details[first] or (f"exit {run.exit_code}: {_tail(execution.stderr, 300)}"
+                              if run is not None else "")
+  return Outcome(Status.FAILED, final, f"test case {question.test_cases[first].idx} "
+                                       f"{final[first].value}: {detail}")
+
+
+def payload_of(question: Question, value) -> str:
+  return json.dumps(typed.encode(question.return_type, value))[:200]
+
+
+def _tail(text: str, n: int) -> str:
+  text = text.strip()
+  return text[-n:] if len(text) > n else text

@@ -1,0 +1,146 @@
+"""What every language renderer provides, and the record protocol its test programs print.
+
+A renderer turns a typed `Question` (evaluation/typed.py) into
+  (a) the prompt, in the paper's Appendix E generation template, ending with the signature and doc
+      comment that the model's completion continues, and
+  (b) a `Program`: the signature + the prediction (the completion) + a harness that runs every test
+      case in isolation, exceptions caught, and prints one record line per test case.
+
+Records (stdout, one line each, flushed as written):
+  `#codelm# <idx> ok <json>`         the function returned; <json> is its value in typed.py's
+                                     canonical JSON for the return type (one line)
+  `#codelm# <idx> exception <text>`  the call raised/threw/panicked; <text> is one line
+The program gets the test INPUTS only. It never sees the expected outputs and never decides pass or
+fail: the scorer parses the records and compares the values outside the sandbox, so nothing the
+program does in its own process can turn a wrong answer into a pass. A record for an index that
+appears twice, out of order or for an unknown index marks the program as forging records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import keyword
+import re
+from collections.abc import Mapping, Sequence
+
+from evaluation.typed import Question, Type
+
+RECORD_PREFIX = "#codelm# "
+GENERATION_TEMPLATE = ("You are an expert {language} programmer, complete the implementation.\n"
+                       "Solution in {language}:\n\n{signature_with_docstring}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """Files and commands; run in a fresh directory inside the sandbox (evaluation/execution.py)."""
+  files: Mapping[str, str]                      # relative path -> text
+  run: tuple[str, ...]                          # argv; prints the records
+  compile: tuple[tuple[str, ...], ...] = ()     # argv of each compile step, run in order first
+  env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+  """What a language needs from the machine, by absolute path (the sandbox sees nothing else)."""
+  binaries: tuple[str, ...]                     # must exist, or the language is not available
+  version_command: tuple[str, ...]              # its first output line is recorded with results
+  read_only: tuple[str, ...] = ()               # extra host paths bound read-only (beyond /usr, /lib..)
+  memory_mb: int | None = None                  # address-space cap override (JVM, GHC reserve a lot)
+  install_hint: str = "make toolchains"
+
+
+class Renderer:
+  """Base class: one subclass per language, registered in evaluation/languages/__init__.py."""
+  name: str = ""                  # codelm's language name (objectives/languages.py): "cpp", "csharp"
+  display_name: str = ""          # the paper's: "C++", "C#"
+  toolchain: Toolchain
+  stop_sequences: tuple[str, ...] = ()   # sample.py cuts a completion at the first of these
+  keep: Mapping[str, int] = {}           # characters of a stop kept in the completion ("\n}" of "\n}\n")
+
+  def function_name(self, question: Question) -> str:
+    """The entry function's name in this language's convention."""
+    return question.entry_fn_name
+
+  def signature_with_docstring(self, question: Question) -> str:
+    """The text the completion continues: doc comment + signature + opening of the body."""
+    raise NotImplementedError
+
+  def prompt(self, question: Question) -> str:
+    return GENERATION_TEMPLATE.format(language=self.display_name,
+                                      signature_with_docstring=self.signature_with_docstring(question))
+
+  def stub(self, question: Question) -> str:
+    """A completion that returns the return type's default value (and closes the function)."""
+    raise NotImplementedError
+
+  def program(self, question: Question, completion: str) -> Program:
+    """The test program: signature_with_docstring + completion + harness over every test case."""
+    raise NotImplementedError
+
+
+# ---- naming helpers shared by renderers -------------------------------------------------------
+
+def words(name: str) -> list[str]:
+  """`has_close_elements` / `hasCloseElements` -> ["has", "close", "elements"]."""
+  spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+  return [w.lower() for w in re.split(r"[_\W]+", spaced) if w]
+
+
+def camel_case(name: str) -> str:
+  parts = words(name) or [name]
+  return parts[0] + "".join(p.capitalize() for p in parts[1:])
+
+
+def pascal_case(name: str) -> str:
+  return "".join(p.capitalize() for p in words(name) or [name])
+
+
+def snake_case(name: str) -> str:
+  return "_".join(words(name) or [name])
+
+
+def safe_name(name: str, reserved: frozenset[str] | set[str], suffix: str = "_") -> str:
+  """`name`, renamed when it clashes with a keyword or builtin of the target language."""
+  while name in reserved:
+    name += suffix
+  return name
+
+
+PYTHON_RESERVED = frozenset(keyword.kwlist)
+
+
+def doc_lines(description: str) -> list[str]:
+  """The description's lines, trailing blanks trimmed, common indentation removed."""
+  import textwrap
+  return textwrap.dedent(description).strip("\n").rstrip().splitlines()
+
+
+def param_names(question: Question, convert, reserved: frozenset[str]) -> list[str]:
+  """Parameter names in the language's convention, keywords renamed, no two alike."""
+  out: list[str] = []
+  for p in question.params:
+    name = safe_name(convert(p.name), reserved | set(out))
+    out.append(name)
+  return out
+
+
+def types_in(question: Question) -> set[str]:
+  """Names of every type used by the question (to include only the helpers a program needs)."""
+  from evaluation.typed import walk_types
+  return {t.name for ty in (*question.types, question.return_type) for t in walk_types(ty)}
+
+
+def render_cases(question: Question, literal, separator: str = ", ") -> list[tuple[int, str]]:
+  """(idx, "arg1, arg2") per test case, using the renderer's `literal(type, value)`."""
+  return [(case.idx, separator.join(literal(t, v) for t, v in zip(question.types, case.inputs)))
+          for case in question.test_cases]
+
+
+def check_type_support(question: Question, supported: Sequence[str]) -> None:
+  """Raise ValueError when the question uses a type name the renderer does not support."""
+  missing = types_in(question) - set(supported)
+  if missing:
+    raise ValueError(f"{question.qid}: types {sorted(missing)} not supported")
+
+
+__all__ = ["Program", "Toolchain", "Renderer", "RECORD_PREFIX", "GENERATION_TEMPLATE", "Type"]

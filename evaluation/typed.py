@@ -1,0 +1,268 @@
+"""Typed benchmark questions: a signature in language-neutral types and test cases as literal values.
+
+One question per JSON line (the format `evaluation/data/humaneval_typed.jsonl` is written in):
+
+  {"qid": "HumanEval/0", "entry_fn_name": "has_close_elements",
+   "params": [{"name": "numbers", "type": "list<float>"}, {"name": "threshold", "type": "float"}],
+   "return_type": "bool",
+   "description": "Check if in given list of numbers, are any two numbers closer ...",
+   "test_cases": [{"idx": 0, "inputs": [[1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3], "output": true}, ...]}
+
+Types, written as strings: `bool`, `int` (64-bit), `float` (double), `string`, `list<T>`,
+`set<T>`, `map<K,V>` (K is `int` or `string`), `tuple<A,B,...>`, `optional<T>`.
+
+Values are JSON in one canonical form per type, the same form the test programs print their outputs
+in: bool, int and float as JSON literals (`NaN`, `Infinity` and `-Infinity` allowed for floats),
+string as a JSON string, list/set/tuple as an array (a set in any order), map as an array of
+[key, value] pairs in any order (JSON objects only have string keys), optional as null or its
+value. `decode` turns such JSON into Python values of the right type and refuses anything else, so
+the scorer compares plain data and never an object a program made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+SCALARS = ("bool", "int", "float", "string")
+GENERICS = {"list": 1, "set": 1, "optional": 1, "map": 2, "tuple": None}  # None: any arity >= 1
+INT64 = (-(2 ** 63), 2 ** 63 - 1)
+FLOAT_TOLERANCE = 1e-6  # relative and absolute, as BabelCode's default
+
+
+@dataclasses.dataclass(frozen=True)
+class Type:
+  name: str                        # one of SCALARS or GENERICS
+  args: tuple["Type", ...] = ()
+
+  def __str__(self) -> str:
+    return self.name if not self.args else f"{self.name}<{','.join(map(str, self.args))}>"
+
+  @property
+  def element(self) -> "Type":
+    """The element type of a list, set or optional."""
+    return self.args[0]
+
+
+def parse_type(text: str) -> Type:
+  """`list<map<string,int>>` -> Type; a ValueError names what is wrong."""
+  parsed, rest = _parse(text.replace(" ", ""), text)
+  if rest:
+    raise ValueError(f"type {text!r}: unexpected {rest!r}")
+  return parsed
+
+
+def _parse(text: str, whole: str) -> tuple[Type, str]:
+  end = 0
+  while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+    end += 1
+  name, rest = text[:end], text[end:]
+  if name in SCALARS:
+    return Type(name), rest
+  if name not in GENERICS:
+    raise ValueError(f"type {whole!r}: unknown type {name!r}; types are "
+                     f"{', '.join(SCALARS + tuple(GENERICS))}")
+  if not rest.startswith("<"):
+    raise ValueError(f"type {whole!r}: {name} needs <...> arguments")
+  args, rest = [], rest[1:]
+  while True:
+    arg, rest = _parse(rest, whole)
+    args.append(arg)
+    if rest.startswith(","):
+      rest = rest[1:]
+    elif rest.startswith(">"):
+      rest = rest[1:]
+      break
+    else:
+      raise ValueError(f"type {whole!r}: expected ',' or '>' at {rest!r}")
+  arity = GENERICS[name]
+  if arity is not None and len(args) != arity:
+    raise ValueError(f"type {whole!r}: {name} takes {arity} argument(s), got {len(args)}")
+  if name == "map" and args[0].name not in ("int", "string"):
+    raise ValueError(f"type {whole!r}: map keys are int or string")
+  if name in ("set",) and args[0].name not in SCALARS:
+    raise ValueError(f"type {whole!r}: set elements are scalars")
+  return Type(name, tuple(args)), rest
+
+
+def decode(type_: Type, value: Any, where: str = "value") -> Any:
+  """JSON data -> the Python value of `type_` (tuple for tuple, frozenset for set, dict for map,
+  None for an absent optional). Raises ValueError naming `where` when the data does not fit."""
+  name = type_.name
+  if name == "optional":
+    return None if value is None else decode(type_.element, value, where)
+  if name == "bool":
+    if type(value) is not bool:
+      raise ValueError(f"{where}: expected bool, got {value!r:.80}")
+    return value
+  if name == "int":
+    if type(value) is float and value.is_integer():  # R and Lua 5.3 may print 3.0 for an int
+      value = int(value)
+    if type(value) is not int or not INT64[0] <= value <= INT64[1]:
+      raise ValueError(f"{where}: expected a 64-bit int, got {value!r:.80}")
+    return value
+  if name == "float":
+    if type(value) not in (int, float):
+      raise ValueError(f"{where}: expected float, got {value!r:.80}")
+    return float(value)
+  if name == "string":
+    if type(value) is not str:
+      raise ValueError(f"{where}: expected string, got {value!r:.80}")
+    return value
+  if type(value) is not list:
+    raise ValueError(f"{where}: expected an array for {type_}, got {value!r:.80}")
+  if name == "list":
+    return [decode(type_.element, v, f"{where}[{i}]") for i, v in enumerate(value)]
+  if name == "set":
+    items = [decode(type_.element, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return frozenset(items)
+  if name == "tuple":
+    if len(value) != len(type_.args):
+      raise ValueError(f"{where}: expected {len(type_.args)} items for {type_}, got {len(value)}")
+    return tuple(decode(t, v, f"{where}[{i}]") for i, (t, v) in enumerate(zip(type_.args, value)))
+  if name == "map":
+    out = {}
+    for i, pair in enumerate(value):
+      if type(pair) is not list or len(pair) != 2:
+        raise ValueError(f"{where}[{i}]: a map entry is a [key, value] pair, got {pair!r:.80}")
+      key = decode(type_.args[0], pair[0], f"{where}[{i}][0]")
+      if key in out:
+        raise ValueError(f"{where}: key {key!r} appears twice")
+      out[key] = decode(type_.args[1], pair[1], f"{where}[{i}][1]")
+    return out
+  raise AssertionError(name)
+
+
+def encode(type_: Type, value: Any) -> Any:
+  """The inverse of `decode`: a Python value of `type_` -> canonical JSON data."""
+  name = type_.name
+  if name == "optional":
+    return None if value is None else encode(type_.element, value)
+  if name == "float":
+    return float(value)
+  if name in SCALARS:
+    return value
+  if name == "list":
+    return [encode(type_.element, v) for v in value]
+  if name == "set":
+    return [encode(type_.element, v) for v in sorted(value, key=_sort_key)]
+  if name == "tuple":
+    return [encode(t, v) for t, v in zip(type_.args, value)]
+  if name == "map":
+    return [[encode(type_.args[0], k), encode(type_.args[1], v)] for k, v in value.items()]
+  raise AssertionError(name)
+
+
+def _sort_key(value: Any) -> tuple:
+  return (type(value).__name__, value)
+
+
+def equal(type_: Type, expected: Any, actual: Any, tolerance: float = FLOAT_TOLERANCE) -> bool:
+  """Deep equality of two decoded values of `type_`; floats within `tolerance` (relative or
+  absolute), NaN equal to NaN."""
+  name = type_.name
+  if name == "optional":
+    if expected is None or actual is None:
+      return expected is None and actual is None
+    return equal(type_.element, expected, actual, tolerance)
+  if name == "float":
+    if math.isnan(expected) or math.isnan(actual):
+      return math.isnan(expected) and math.isnan(actual)
+    return math.isclose(expected, actual, rel_tol=tolerance, abs_tol=tolerance)
+  if name in ("bool", "int", "string", "set"):
+    return type(expected) is type(actual) and expected == actual
+  if name in ("list", "tuple"):
+    types = [type_.element] * len(expected) if name == "list" else list(type_.args)
+    return len(expected) == len(actual) and all(
+        equal(t, e, a, tolerance) for t, e, a in zip(types, expected, actual))
+  if name == "map":
+    return expected.keys() == actual.keys() and all(
+        equal(type_.args[1], expected[k], actual[k], tolerance) for k in expected)
+  raise AssertionError(name)
+
+
+def default_value(type_: Type) -> Any:
+  """The return type's default (0, 0.0, "", false, empty, null): what the stub programs return."""
+  return {"bool": False, "int": 0, "float": 0.0, "string": "", "list": [], "set": frozenset(),
+          "map": {}, "optional": None}.get(type_.name) if type_.name != "tuple" else tuple(
+              default_value(t) for t in type_.args)
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+  name: str
+  type: Type
+
+
+@dataclasses.dataclass(frozen=True)
+class TestCase:
+  idx: int
+  inputs: tuple            # decoded Python values, one per parameter
+  output: Any              # decoded expected value
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+  qid: str
+  entry_fn_name: str       # the benchmark's (Python, snake_case) name; renderers convert it
+  params: tuple[Param, ...]
+  return_type: Type
+  description: str         # plain text; renderers turn it into the language's doc comment
+  test_cases: tuple[TestCase, ...]
+
+  @property
+  def types(self) -> tuple[Type, ...]:
+    return tuple(p.type for p in self.params)
+
+  def to_json(self) -> dict:
+    return {"qid": self.qid, "entry_fn_name": self.entry_fn_name,
+            "params": [{"name": p.name, "type": str(p.type)} for p in self.params],
+            "return_type": str(self.return_type), "description": self.description,
+            "test_cases": [{"idx": t.idx,
+                            "inputs": [encode(p.type, v) for p, v in zip(self.params, t.inputs)],
+                            "output": encode(self.return_type, t.output)} for t in self.test_cases]}
+
+
+def question_from_json(record: dict, where: str = "question") -> Question:
+  """A Question from one JSON line; a ValueError names `where` and the field at fault."""
+  try:
+    params = tuple(Param(p["name"], parse_type(p["type"])) for p in record["params"])
+    return_type = parse_type(record["return_type"])
+    cases = []
+    for i, case in enumerate(record["test_cases"]):
+      inputs = case["inputs"]
+      if len(inputs) != len(params):
+        raise ValueError(f"test case {i} has {len(inputs)} inputs for {len(params)} parameters")
+      cases.append(TestCase(int(case.get("idx", i)), tuple(
+          decode(p.type, v, f"test case {i} input {p.name}") for p, v in zip(params, inputs)),
+          decode(return_type, case["output"], f"test case {i} output")))
+    if not cases:
+      raise ValueError("no test cases")
+    return Question(str(record["qid"]), str(record["entry_fn_name"]), params, return_type,
+                    str(record.get("description", "")), tuple(cases))
+  except KeyError as error:
+    raise ValueError(f"{where}: missing field {error}") from None
+  except (ValueError, TypeError) as error:
+    raise ValueError(f"{where}: {error}") from None
+
+
+def read_questions(path: str) -> list[Question]:
+  from sampling.jsonl import read_jsonl
+  return [question_from_json(record, f"{path}:{number}") for number, record in read_jsonl(path)]
+
+
+def write_questions(questions: Iterable[Question], path: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    for q in questions:
+      f.write(json.dumps(q.to_json(), ensure_ascii=False) + "\n")
+
+
+def walk_types(type_: Type) -> Sequence[Type]:
+  """`type_` and every type nested in it, outermost first."""
+  out = [type_]
+  for arg in type_.args:
+    out.extend(walk_types(arg))
+  return out

@@ -1,0 +1,174 @@
+"""Every language: prompts, test programs, hand-written solutions and attacks, run in the sandbox.
+
+Per language, tests/solutions/<language>.json holds (in that language, as completions of the
+signature the renderer prints):
+  "correct":     {qid: completion} for questions of tests/data/typed_questions.jsonl; all must pass
+  "wrong":       {qid: completion} that compile and return wrong values; each must fail
+  "throws_once": {qid: completion} that throw/raise on exactly one test case (the one named in
+                 "throws_on": {qid: idx}) and are right on the others
+  "attacks":     {kind: completion} for HumanEval/0 (has_close_elements); {PORT}, {HOSTDIR} and
+                 {SECRET} in a completion are replaced by the test's listening port, a host
+                 directory and a root-only host file
+A language whose toolchain is missing is skipped, and the run's summary says so (conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import tempfile
+import threading
+import time
+
+import pytest
+
+from evaluation import execution, typed
+from evaluation.judge import Case, Status, judge
+from evaluation.languages import MODULES, get
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
+LIMITS = execution.Limits(timeout_s=5, compile_timeout_s=60)
+ATTACKS = ("infinite_loop", "fork_bomb", "network", "write_outside", "many_files", "read_root_only",
+           "huge_output", "memory_bomb", "background_process")
+LANGUAGES = sorted(MODULES)
+
+
+def solutions(language: str) -> dict:
+  path = os.path.join(HERE, "solutions", f"{language}.json")
+  if not os.path.exists(path):
+    pytest.fail(f"{path} is missing")
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def renderer_or_skip(language: str):
+  renderer = get(language)
+  lacking = execution.missing(renderer.toolchain)
+  if lacking:
+    pytest.skip(f"{language}: toolchain missing ({', '.join(lacking)}); run `make toolchains`")
+  return renderer
+
+
+def run(renderer, question, completion, limits=LIMITS):
+  program = renderer.program(question, completion)
+  return judge(question, execution.execute(program, renderer.toolchain, limits))
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_prompt_is_the_papers_template(language):
+  renderer = get(language)
+  question = QUESTIONS["HumanEval/0"]
+  prompt = renderer.prompt(question)
+  assert prompt.startswith(f"You are an expert {renderer.display_name} programmer, complete the "
+                           f"implementation.\nSolution in {renderer.display_name}:\n\n")
+  assert prompt.endswith(renderer.signature_with_docstring(question))
+  assert "closer to each other than" in prompt  # the description is the doc comment
+  for question in QUESTIONS.values():  # every fixture question renders
+    renderer.program(question, renderer.stub(question))
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_correct_solutions_pass(language):
+  renderer = renderer_or_skip(language)
+  correct = solutions(language)["correct"]
+  assert len(correct) >= 10
+  for qid, completion in correct.items():
+    outcome = run(renderer, QUESTIONS[qid], completion)
+    assert outcome.status is Status.PASSED, (qid, outcome)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_stubs_compile_and_fail(language):
+  renderer = renderer_or_skip(language)
+  for qid in ("HumanEval/0", "HumanEval/8", "HumanEval/12", "HumanEval/111", "codelm/unique_digits"):
+    question = QUESTIONS[qid]
+    outcome = run(renderer, question, renderer.stub(question))
+    assert outcome.status in (Status.FAILED, Status.PASSED), (qid, outcome)
+    assert Case.EXCEPTION not in outcome.cases and Case.MISSING not in outcome.cases, (qid, outcome)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_wrong_fails_and_one_exception_leaves_other_cases(language):
+  renderer = renderer_or_skip(language)
+  data = solutions(language)
+  for qid, completion in data["wrong"].items():
+    outcome = run(renderer, QUESTIONS[qid], completion)
+    assert outcome.status is Status.FAILED, (qid, outcome)
+  for qid, completion in data["throws_once"].items():
+    question = QUESTIONS[qid]
+    outcome = run(renderer, question, completion)
+    bad = data["throws_on"][qid]
+    expected = [Case.EXCEPTION if c.idx == bad else Case.PASSED for c in question.test_cases]
+    assert list(outcome.cases) == expected, (qid, outcome)
+    assert outcome.status is Status.FAILED
+
+
+def _sandbox_processes() -> list[int]:
+  pids = []
+  for pid in os.listdir("/proc"):
+    if pid.isdigit():
+      try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+      except OSError:
+        continue
+      if execution.UID_BASE <= uid < execution.UID_BASE + 1000:
+        pids.append(int(pid))
+  return pids
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_attacks_are_contained(language, tmp_path):
+  renderer = renderer_or_skip(language)
+  attacks = solutions(language)["attacks"]
+  assert set(attacks) == set(ATTACKS)
+  question = QUESTIONS["HumanEval/0"]
+  server = socket.socket()
+  server.bind(("127.0.0.1", 0))
+  server.listen(8)
+  server.settimeout(0.2)
+  connections = []
+  stop = threading.Event()
+
+  def accept():
+    while not stop.is_set():
+      try:
+        connections.append(server.accept())
+      except OSError:
+        pass
+
+  thread = threading.Thread(target=accept, daemon=True)
+  thread.start()
+  hostdir = tmp_path / "host"
+  hostdir.mkdir()
+  os.chmod(hostdir, 0o777)
+  secret = tmp_path / "secret"
+  secret.write_text("TOPSECRET-4711\n")
+  os.chmod(secret, 0o600)
+  try:
+    for kind in ATTACKS:
+      completion = (attacks[kind].replace("{PORT}", str(server.getsockname()[1]))
+                    .replace("{HOSTDIR}", str(hostdir)).replace("{SECRET}", str(secret)))
+      start = time.monotonic()
+      program = renderer.program(question, completion)
+      result = execution.execute(program, renderer.toolchain, LIMITS)
+      took = time.monotonic() - start
+      outcome = judge(question, result)
+      budget = LIMITS.timeout_s + LIMITS.compile_timeout_s * len(program.compile) + 15
+      assert took < budget, (kind, took)
+      assert outcome.status is not Status.COMPILE_ERROR, (kind, outcome)
+      assert not _sandbox_processes(), (kind, "a sandbox process survived")
+      assert "TOPSECRET" not in result.stdout + result.stderr, kind
+      assert "root:" not in result.stdout.replace("root:x:0:0::/:/bin/sh", ""), kind  # /etc/shadow
+      assert len(result.stdout) <= LIMITS.max_output_kb << 10
+      if kind == "infinite_loop":
+        assert outcome.status is Status.TIMEOUT, outcome
+  finally:
+    stop.set()
+    thread.join()
+    server.close()
+  assert not connections, "a sandboxed program reached the host's loopback"
+  assert os.listdir(hostdir) == [], "a sandboxed program wrote to the host"
+  assert os.stat(secret).st_mode & 0o777 == 0o600
