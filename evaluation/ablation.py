@@ -327,6 +327,27 @@ def change_vs_natural(results: Sequence[Result]) -> dict[str, dict[str, dict[str
   return changes
 
 
+def passk_change_vs_natural(results: Sequence[Result], k: str = "pass@1"
+                            ) -> dict[str, dict[str, dict[str, float]]]:
+  """size -> mixture -> language -> change of the language's pass@k against the same size's Natural
+  cell, in percentage points (positive: more problems solved), from evaluation.score's per-language
+  metrics ("LANGUAGE/pass@K"). Languages scored in both cells only."""
+  base = {(r.cell.size, r.cell.mixture): r for r in results if not r.cell.repeat}
+  changes: dict[str, dict[str, dict[str, float]]] = {}
+  for (size, mixture), result in base.items():
+    natural = base.get((size, NATURAL))
+    if mixture == NATURAL or natural is None:
+      continue
+    change = {}
+    for language in LANGUAGES:
+      key = f"{language.name}/{k}"
+      if key in result.passk and key in natural.passk:
+        change[language.name] = 100 * (result.passk[key] - natural.passk[key])
+    if change:
+      changes.setdefault(size, {})[mixture] = change
+  return changes
+
+
 def seed_spread(results: Sequence[Result]) -> dict[str, dict[str, float]]:
   """Repeated cell -> language -> |loss(repeat) - loss(first)|, with "high_resource_mean" and
   "low_resource_mean" (the difference of the group means) and "mean" (mean over languages)."""
@@ -391,8 +412,9 @@ def markdown(results: Sequence[Result], missing: Sequence[Cell]) -> str:
   passk = [c for c in columns if c.startswith("pass@") or "/pass@" in c]
   out = ["# Ablation: validation loss per language", "",
          "Mean cross-entropy (nats per target token) on each language's validation split, from the last "
-         "eval record of each cell (lower is better). HR / LR: mean over the high- / low-resource "
-         "languages present.", ""]
+         "eval record of each cell (lower is better): the CPU-scale proxy for the paper's pass@k, which "
+         "models this small barely move. HR / LR: mean over the high- / low-resource languages present. "
+         "LANGUAGE/pass@K columns: execution results where a cell's predictions were scored.", ""]
   out += _markdown_table(
       ["cell", "step", *names, "HR mean", "LR mean", *passk],
       [[row["cell"], str(row["step"]), *(_number(row[f"validation/{l.name}"]) for l in languages),
@@ -415,6 +437,19 @@ def markdown(results: Sequence[Result], missing: Sequence[Cell]) -> str:
       out += _markdown_table(["mixture", *names, "HR mean", "LR mean"], [
           [mixture, *(_number(change.get(l.name, math.nan), percent) for l in languages),
            _number(group_mean(change, HIGH_RESOURCE), percent), _number(group_mean(change, LOW_RESOURCE), percent)]
+          for mixture, change in per_mixture.items()])
+      out.append("")
+  passk_changes = passk_change_vs_natural(results)
+  if passk_changes:
+    scored = [l for l in LANGUAGES if any(l.name in c for m in passk_changes.values() for c in m.values())]
+    out += ["", "## Change of pass@1 against Natural (execution, per language)", "",
+            "pass@1(mixture) − pass@1(Natural) in percentage points per language, from `python -m "
+            "evaluation.score` on each cell's predictions (`scores/metrics.json`); positive: more "
+            "problems solved (the paper's Figure 6 measure).", ""]
+    for size, per_mixture in passk_changes.items():
+      out += [f"### {size}", ""]
+      out += _markdown_table(["mixture", *(l.display_name for l in scored)], [
+          [mixture, *(_number(change.get(l.name, math.nan), "{:+.1f}") for l in scored)]
           for mixture, change in per_mixture.items()])
       out.append("")
   spread = seed_spread(results)
@@ -531,6 +566,41 @@ def plot_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> b
   return True
 
 
+def plot_passk_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> bool:
+  """Figure 6 with the paper's measure: change of pass@1 against Natural per language, a bar per
+  mixture, a panel per size. Returns False (and draws nothing) without scored cells to compare."""
+  changes = passk_change_vs_natural(results)
+  panels = [s for s in sizes if s in changes]
+  if not panels:
+    return False
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  languages = [l for l in LANGUAGES if any(l.name in c for m in changes.values() for c in m.values())]
+  fig, axes = plt.subplots(len(panels), 1, figsize=(max(7.0, 0.8 * len(languages) + 2), 3.2 * len(panels)),
+                           squeeze=False)
+  for ax, size in zip(axes[:, 0], panels):
+    mixtures = list(changes[size])
+    width = 0.8 / len(mixtures)
+    for j, mixture in enumerate(mixtures):
+      offset = (j - (len(mixtures) - 1) / 2) * width
+      ax.bar([i + offset for i in range(len(languages))],
+             [changes[size][mixture].get(l.name, 0.0) for l in languages], width,
+             color=_color(mixture), label=_label(mixture))
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(languages)), [l.display_name for l in languages], rotation=30, ha="right")
+    ax.set_ylabel("pass@1 change vs Natural (points)")
+    ax.set_title(f"{size}: pass@1 against Natural (positive is better)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=len(mixtures))
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return True
+
+
 def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: Sequence[str]) -> list[str]:
   """Writes results.csv, results.md and the figures into output; returns the paths written."""
   results, missing = collect(output, cells)
@@ -545,6 +615,9 @@ def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: S
   plot_mean_loss(results, sizes, mixtures, paths[2])
   if not plot_change(results, sizes, paths[3]):
     paths.pop()
+  passk_path = os.path.join(output, "fig6_passk_change_vs_natural.png")
+  if plot_passk_change(results, sizes, passk_path):
+    paths.append(passk_path)
   return paths
 
 

@@ -80,6 +80,24 @@ def test_tables_and_figures_from_synthetic_metrics(synthetic, capsys):
   assert _is_png(synthetic / "fig5_mean_loss.png") and _is_png(synthetic / "fig6_change_vs_natural.png")
 
 
+def test_per_language_pass_at_k_from_scored_predictions(synthetic, capsys):
+  # evaluation.score's metrics.json: one block per language.
+  for cell, python, cpp in (("mini_natural", 0.30, 0.10), ("mini_unimax_1", 0.25, 0.15)):
+    scores = synthetic / cell / "scores"
+    scores.mkdir(exist_ok=True)
+    (scores / "metrics.json").write_text(json.dumps({
+        "languages": ["python", "cpp"], "python": {"pass@1": python, "percent_passed": 1.0},
+        "cpp": {"pass@1": cpp}, "toolchains": {"python": "Python 3.11"}}))
+  assert ablation.main(["--collect_only", *GRID, "--output", str(synthetic)]) == 0
+  rows = {r["cell"]: r for r in _csv(synthetic / "results.csv")}
+  assert rows["mini_natural"]["cpp/pass@1"] == "0.1" and rows["mini_unimax_1"]["python/pass@1"] == "0.25"
+  md = (synthetic / "results.md").read_text()
+  assert "## Change of pass@1 against Natural (execution, per language)" in md
+  assert "| unimax_1 | -5.0 | +5.0 |" in md  # Python, then C++ (the paper's order)
+  assert "CPU-scale proxy" in md
+  assert _is_png(synthetic / "fig6_passk_change_vs_natural.png")
+
+
 def test_cells_without_records_are_noted_and_figure_6_needs_natural(synthetic):
   ablation.main(["--collect_only", "--sizes", "tiny,small", "--mixtures", "unimax_1", "--output", str(synthetic)])
   assert [r["cell"] for r in _csv(synthetic / "results.csv")] == ["tiny_unimax_1"]

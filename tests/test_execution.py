@@ -1,0 +1,83 @@
+"""The sandbox itself: who the program runs as, what it can see, and its caps."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from evaluation import execution
+from evaluation.languages import base, get
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = get("python")
+pytestmark = pytest.mark.skipif(bool(execution.missing(PYTHON.toolchain)), reason="no bwrap here")
+
+
+def run_python(source: str, limits: execution.Limits = execution.Limits(timeout_s=10), compile_steps=()):
+  interpreter = PYTHON.program.__globals__["_base_interpreter"]()
+  program = base.Program(files={"probe.py": source}, run=(interpreter, "-I", "-S", "probe.py"),
+                         compile=compile_steps)
+  return execution.execute(program, PYTHON.toolchain, limits)
+
+
+PROBE = """
+import json, os
+status = dict(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines() if ':\\t' in line)
+print(json.dumps({
+  "uid": os.getuid(), "caps": status['CapEff'].strip(), "no_new_privs": status['NoNewPrivs'].strip(),
+  "cwd": os.getcwd(), "visible": {p: os.path.exists(p) for p in PATHS},
+  "interfaces": sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else [],
+}))
+"""
+
+
+def test_unprivileged_and_only_the_toolchain_visible():
+  hidden = [ROOT, sys.prefix, "/root/.bashrc", "/etc/shadow", "/home", "/work"]
+  result = run_python(f"PATHS = {hidden + ['/usr/bin', sys.base_prefix]!r}\n" + PROBE)
+  assert result.run.exit_code == 0, result.stderr
+  seen = json.loads(result.stdout)
+  if os.geteuid() == 0:
+    assert seen["uid"] >= execution.UID_BASE
+  else:
+    assert seen["uid"] == os.getuid()
+  assert seen["caps"] == "0000000000000000" and seen["no_new_privs"] == "1"
+  assert seen["cwd"] == execution.BOX
+  assert not any(seen["visible"][p] for p in hidden), seen["visible"]
+  assert seen["visible"]["/usr/bin"] and seen["visible"][sys.base_prefix]
+
+
+def test_disk_and_output_caps():
+  limits = execution.Limits(timeout_s=20, disk_mb=8, max_output_kb=64)
+  result = run_python(
+      "import sys\n"
+      "try:\n"
+      "    open('big', 'wb').write(b'x' * (32 << 20))\n"
+      "    print('wrote 32 MB')\n"
+      "except OSError as e:\n"
+      "    print('refused', e.errno)\n"
+      "sys.stdout.flush()\n"
+      "sys.stdout.write('y' * (1 << 20))\n", limits)
+  assert result.stdout.startswith("refused")
+  assert result.output_truncated and len(result.stdout.encode()) <= 64 << 10
+
+
+def test_compile_step_failure_stops_before_the_run():
+  result = run_python("print('ran')\n", compile_steps=(("/bin/sh", "-c", "echo nope >&2; exit 3"),))
+  assert result.compile_failed and result.run is None
+  assert result.compile[0].exit_code == 3 and "nope" in result.stderr
+  assert "ran" not in result.stdout
+
+
+def test_a_missing_toolchain_is_an_error_naming_the_fix():
+  toolchain = base.Toolchain(binaries=("/nonexistent/bin/cc",), version_command=("true",))
+  assert execution.missing(toolchain) == ["/nonexistent/bin/cc"]
+  with pytest.raises(RuntimeError, match="make toolchains"):
+    execution.execute(base.Program(files={}, run=("true",)), toolchain)
+
+
+def test_program_paths_must_stay_in_the_box():
+  with pytest.raises(ValueError, match="relative path"):
+    execution.execute(base.Program(files={"../escape": "x"}, run=("true",)), PYTHON.toolchain)
