@@ -172,3 +172,28 @@ def test_attacks_are_contained(language, tmp_path):
   assert not connections, "a sandboxed program reached the host's loopback"
   assert os.listdir(hostdir) == [], "a sandboxed program wrote to the host"
   assert os.stat(secret).st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_typed_humaneval_stub_compiles_and_fails(language):
+  """Every typed HumanEval problem renders in every language, and the stub (the return type's
+  default value) compiles and runs: every test case is a wrong value or a right one, never a compile
+  error, an exception or a missing record."""
+  import concurrent.futures
+
+  from evaluation.score import load_benchmark
+
+  renderer = renderer_or_skip(language)
+  questions = list(load_benchmark("humaneval").values())
+
+  def one(question):
+    return question.qid, run(renderer, question, renderer.stub(question))
+
+  with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+    outcomes = dict(pool.map(one, questions))
+  bad = {qid: o for qid, o in outcomes.items()
+         if o.status not in (Status.FAILED, Status.PASSED) or Case.EXCEPTION in o.cases
+         or Case.MISSING in o.cases}
+  assert not bad, f"{len(bad)} of {len(questions)}: {list(bad.items())[:3]}"
+  # A default value is right for some test cases, never for a whole problem's tests in most cases.
+  assert sum(o.status is Status.FAILED for o in outcomes.values()) >= 0.9 * len(questions)
