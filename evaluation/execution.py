@@ -7,7 +7,8 @@ Layers (bubblewrap, https://github.com/containers/bubblewrap, does the namespace
   only writable place; /tmp is another capped tmpfs). /root, /home, /etc/shadow, the project, the
   benchmark data and the virtualenv are not there at all.
 - Identity: a scorer running as root drops the program to an unprivileged uid of its own (one per
-  concurrent slot, so sandboxes cannot signal each other and RLIMIT_NPROC counts one sandbox) with
+  concurrent slot, reserved with a lock file across processes, so sandboxes cannot signal each
+  other and RLIMIT_NPROC counts one sandbox) with
   no capabilities and no_new_privs; otherwise an unprivileged user namespace keeps the caller's uid.
 - Network, IPC, UTS and PID namespaces: no network but a loopback, and when the driver ends the
   PID namespace's init exits, which kills every process the program left behind.
@@ -22,6 +23,7 @@ status goes to a descriptor the program's own processes do not inherit.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import os
 import resource
@@ -149,23 +151,34 @@ def _limits(limits: Limits, memory_mb: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
-_slots = threading.Semaphore(1)
-_free_slots: list[int] = []
 _slot_lock = threading.Lock()
-_next_slot = [0]
+_held: dict[int, int] = {}  # slot -> lock file descriptor, for the slots this process holds
+LOCK_DIR = os.path.join(tempfile.gettempdir(), "codelm-sandbox-slots")
 
 
 def _take_slot() -> int:
+  """A uid slot no other sandbox (of this or another process) is using: one flock'd file per slot,
+  since reaping a slot kills every process of its uid."""
+  os.makedirs(LOCK_DIR, mode=0o755, exist_ok=True)
   with _slot_lock:
-    if _free_slots:
-      return _free_slots.pop()
-    _next_slot[0] += 1
-    return _next_slot[0] - 1
+    slot = 0
+    while True:
+      if slot not in _held:
+        fd = os.open(os.path.join(LOCK_DIR, str(slot)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+          fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+          _held[slot] = fd
+          return slot
+        except OSError:
+          os.close(fd)
+      slot += 1
 
 
 def _give_slot(slot: int) -> None:
   with _slot_lock:
-    _free_slots.append(slot)
+    fd = _held.pop(slot)
+  fcntl.flock(fd, fcntl.LOCK_UN)
+  os.close(fd)
 
 
 def execute(program: Program, toolchain: Toolchain, limits: Limits = Limits()) -> Execution:
