@@ -104,6 +104,7 @@ def _mounts(toolchain: Toolchain, passwd_fd: int) -> list[str]:
       args += ["--symlink", os.readlink(path), path]
     elif os.path.isdir(path):
       args += ["--ro-bind", path, path]
+  args += ["--perms", "0755", "--dir", "/etc"]  # else bwrap copies the mode of the first path's parent
   for path in _ETC:
     args += ["--ro-bind-try", path, path]
   made = {"/", "/usr", "/etc", *_ROOT_DIRS}
