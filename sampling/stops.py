@@ -1,4 +1,9 @@
-"""Default stop sequences per language: where a completion of one function ends."""
+"""Stop sequences per language: where a completion of one function ends.
+
+The one table: sample.py uses it for prompts without their own `stop`, and the scorer's renderers
+(evaluation/languages/) declare the same stops in the prompts they write. A stop may keep its first
+KEEP[stop] characters in the completion: the closing brace or `end` belongs to the function.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +11,26 @@ from typing import Sequence
 
 # Python: the next top-level statement starts a new unit (HumanEval's stop words).
 PYTHON_STOPS = ("\ndef ", "\nclass ", "\nif ", "\nprint", "\n#")
-# Brace languages: a closing brace at column 0 followed by a newline ends the function. The brace is
-# part of the function, so these stops keep their first KEEP characters ("\n}") in the completion.
+# Brace languages: the prompt's function starts at column 0, so a closing brace at column 0 followed
+# by a newline ends it.
 BRACE_STOPS = ("\n}\n",)
-KEEP = {"\n}\n": 2}
+STOPS: dict[str, tuple[str, ...]] = {
+    "python": PYTHON_STOPS,
+    **{name: BRACE_STOPS for name in ("java", "cpp", "php", "typescript", "javascript", "go", "dart",
+                                       "rust", "csharp", "r")},
+    "lua": ("\nend\n",),       # `function f(...)` ... `end` at column 0
+    "haskell": ("\n\n",),      # a top-level definition ends at a blank line
+    "julia": ("\nend\n",),
+}
+KEEP = {"\n}\n": 2, "\nend\n": 4, "\n\n": 1}
 
-_BRACE_LANGUAGES = {"java", "c++", "cpp", "php", "typescript", "javascript", "go", "dart", "rust", "c#", "csharp"}
+_ALIASES = {"c++": "cpp", "c#": "csharp"}
 
 
 def default_stops(language: str) -> tuple[str, ...]:
+  """The stops of a language given by codelm's or the paper's name ("cpp", "C++"); none if unknown."""
   name = language.strip().lower()
-  if name == "python":
-    return PYTHON_STOPS
-  if name in _BRACE_LANGUAGES:
-    return BRACE_STOPS
-  return ()  # R, Julia, Lua, Haskell: end-of-document or the length limit
+  return STOPS.get(_ALIASES.get(name, name), ())
 
 
 def cut_index(text: str, stops: Sequence[str]) -> int:

@@ -197,3 +197,18 @@ def test_every_typed_humaneval_stub_compiles_and_fails(language):
   assert not bad, f"{len(bad)} of {len(questions)}: {list(bad.items())[:3]}"
   # A default value is right for some test cases, never for a whole problem's tests in most cases.
   assert sum(o.status is Status.FAILED for o in outcomes.values()) >= 0.9 * len(questions)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_stops_are_samplings_and_cut_a_stub_after_the_function(language):
+  from sampling.stops import KEEP, cut_index, default_stops
+
+  renderer = get(language)
+  assert tuple(renderer.stop_sequences) == default_stops(language) == default_stops(renderer.display_name)
+  assert all(KEEP.get(s, 0) == renderer.keep.get(s, 0) for s in renderer.stop_sequences)
+  # A completion that runs on past the function is cut right after the stub's end.
+  for question in QUESTIONS.values():
+    stub = renderer.stub(question)
+    text = stub.rstrip("\n") + "\n\n\n" + renderer.signature_with_docstring(question) + stub
+    cut = cut_index(text, renderer.stop_sequences)
+    assert cut >= 0 and text[:cut].rstrip() == stub.rstrip(), (question.qid, text[:cut])
