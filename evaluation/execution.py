@@ -69,6 +69,7 @@ class Execution:
   stdout: str
   stderr: str                      # tail
   output_truncated: bool
+  uid: int = -1                    # the uid the program ran as
 
   @property
   def compile_failed(self) -> bool:
@@ -262,7 +263,7 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int) 
     status = statuses[0] if statuses else b""
     if not status and not killed:  # the sandbox itself did not start: not the program's fault
       raise RuntimeError(f"the sandbox failed to start (exit {process.returncode}): {stderr.strip()}")
-  return _steps(program, limits, status, stdout, stderr, truncated)
+  return dataclasses.replace(_steps(program, limits, status, stdout, stderr, truncated), uid=uid)
 
 
 def processes_of(uid: int) -> list[int]:

@@ -106,19 +106,6 @@ def test_wrong_fails_and_one_exception_leaves_other_cases(language):
     assert outcome.status is Status.FAILED
 
 
-def _sandbox_processes() -> list[int]:
-  pids = []
-  for pid in os.listdir("/proc"):
-    if pid.isdigit():
-      try:
-        uid = os.stat(f"/proc/{pid}").st_uid
-      except OSError:
-        continue
-      if execution.UID_BASE <= uid < execution.UID_BASE + 1000:
-        pids.append(int(pid))
-  return pids
-
-
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_attacks_are_contained(language, tmp_path):
   renderer = renderer_or_skip(language)
@@ -159,7 +146,8 @@ def test_attacks_are_contained(language, tmp_path):
       budget = LIMITS.timeout_s + LIMITS.compile_timeout_s * len(program.compile) + 15
       assert took < budget, (kind, took)
       assert outcome.status is not Status.COMPILE_ERROR, (kind, outcome)
-      assert not _sandbox_processes(), (kind, "a sandbox process survived")
+      if os.geteuid() == 0:  # the program's own uid; other scorers' sandboxes have other uids
+        assert not execution.processes_of(result.uid), (kind, "a sandbox process survived")
       assert "TOPSECRET" not in result.stdout + result.stderr, kind
       assert "root:" not in result.stdout.replace("root:x:0:0::/:/bin/sh", ""), kind  # /etc/shadow
       assert len(result.stdout) <= LIMITS.max_output_kb << 10

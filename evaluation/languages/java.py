@@ -1,0 +1,507 @@
+"""Java: an instance method of `class Solution` with a Javadoc comment, as BabelCode writes it.
+
+Types: bool -> boolean, int -> long, float -> double, string -> String, list -> List<T>, set ->
+Set<T>, map -> Map<K, V>, optional -> Optional<T>, tuple -> org.javatuples' Pair/Triplet/... (as
+MultiPL-E's Java prompts use; a minimal copy of those classes comes with the harness). Scalars are
+primitives at the top of a signature and boxed inside generics.
+
+The prompt ends after the method's opening brace. A completion is the method body, its closing
+brace, any helper methods, and the class's closing brace at column 0, where it is cut
+(`stop_sequences`). The test cases follow in a second class, `Main`.
+
+Time per program is dominated by javac (a JVM loading and warming up the compiler). Three things
+cut a compile from about 0.6 to 0.37 CPU seconds (the run takes 0.05): the fixed part of the harness (`CodelmRuntime`: the
+JSON encoder and the record loop) and the tuple classes are compiled once on the host, so javac
+only sees the solution and the cases; a dynamic class-data-sharing archive of javac's own classes,
+dumped on the host at the same time; C1-only JIT and the serial collector. All of it lives in
+CACHE_DIR, bound read-only into the sandbox; when it cannot be built the program carries the
+runtime's sources instead. String concatenation is compiled inline and the harness has no lambdas
+(no invokedynamic bootstraps at run time).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from evaluation.languages import base
+from evaluation.typed import Question, Type, default_value
+
+JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+JAVA = f"{JAVA_HOME}/bin/java"
+JAVAC = f"{JAVA_HOME}/bin/javac"
+# The precompiled runtime and javac's class-data archive (built on the host, bound read-only).
+CACHE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                         ".toolchains", "cache", "java")
+
+# Under RLIMIT_AS 2 GiB the JVM's default reservations (a quarter of RAM as heap, 1 GiB class
+# space, 240 MB code cache) do not fit; C1 only and the serial collector start fastest.
+JVM_FLAGS = ("-Xmx512m", "-XX:CompressedClassSpaceSize=64m", "-XX:ReservedCodeCacheSize=64m",
+             "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto")
+JAVAC_OPTIONS = ("-encoding", "UTF-8", "-nowarn", "-Xlint:none", "-g:none", "-proc:none",
+                 "-implicit:none", "-XDstringConcat=inline")
+
+RESERVED = frozenset("""
+abstract assert boolean break byte case catch char class const continue default do double else enum
+extends final finally float for goto if implements import instanceof int interface long native new
+package private protected public return short static strictfp super switch synchronized this throw
+throws transient try void volatile while true false null var yield record sealed permits
+""".split()) | {"_"}
+
+_BOXED = {"bool": "Boolean", "int": "Long", "float": "Double", "string": "String"}
+_PRIMITIVE = {"bool": "boolean", "int": "long", "float": "double", "string": "String"}
+# org.javatuples' class names by arity.
+TUPLE_CLASSES = ("Unit", "Pair", "Triplet", "Quartet", "Quintet", "Sextet", "Septet", "Octet",
+                 "Ennead", "Decade")
+IMPORTS = ("java.util.*", "java.util.function.*", "java.util.stream.*", "java.math.*")
+
+
+def tuple_class(t: Type) -> str:
+  if not 1 <= len(t.args) <= len(TUPLE_CLASSES):
+    raise ValueError(f"Java: tuples of {len(t.args)} items are not supported (1 to 10)")
+  return TUPLE_CLASSES[len(t.args) - 1]
+
+
+def type_name(t: Type, boxed: bool = False) -> str:
+  """The Java type; `boxed` inside generics (List<Long>), primitive at the top (long)."""
+  if t.name in _BOXED:
+    return (_BOXED if boxed else _PRIMITIVE)[t.name]
+  args = ", ".join(type_name(a, boxed=True) for a in t.args)
+  if t.name == "tuple":
+    return f"{tuple_class(t)}<{args}>"
+  return {"list": f"List<{args}>", "set": f"Set<{args}>", "map": f"Map<{args}>",
+          "optional": f"Optional<{args}>"}[t.name]
+
+
+def string_literal(text: str) -> str:
+  """A Java string literal in plain ASCII. Control characters use octal escapes, not \\uXXXX:
+  javac translates \\u escapes before lexing, so \\u000a would end the line inside the literal."""
+  out = []
+  for ch in text:
+    code = ord(ch)
+    if ch in "\"\\":
+      out.append("\\" + ch)
+    elif ch in "\n\t\r\b\f":
+      out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}[ch])
+    elif code < 0x20 or code == 0x7f:
+      out.append(f"\\{code:03o}")
+    elif code < 0x7f:
+      out.append(ch)
+    elif code <= 0xFFFF:
+      out.append(f"\\u{code:04x}")
+    else:  # a UTF-16 surrogate pair
+      code -= 0x10000
+      out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+  return '"' + "".join(out) + '"'
+
+
+def literal(t: Type, value) -> str:
+  """A Java expression of exactly type `type_name(t)` (explicit type arguments everywhere, since
+  inference through nested generic calls fails for e.g. a list of empty lists)."""
+  name = t.name
+  if name == "bool":
+    return "true" if value else "false"
+  if name == "int":
+    return "Long.MIN_VALUE" if value == -(2 ** 63) else f"{value}L"
+  if name == "float":
+    if math.isnan(value):
+      return "Double.NaN"
+    if math.isinf(value):
+      return "Double.POSITIVE_INFINITY" if value > 0 else "Double.NEGATIVE_INFINITY"
+    return repr(float(value))
+  if name == "string":
+    return string_literal(value)
+  if name == "optional":
+    element = type_name(t.element, boxed=True)
+    return (f"Optional.<{element}>empty()" if value is None
+            else f"Optional.<{element}>of({literal(t.element, value)})")
+  if name in ("list", "set"):
+    element = type_name(t.element, boxed=True)
+    items = value if name == "list" else sorted(value)
+    concrete = "ArrayList" if name == "list" else "HashSet"
+    if not items:
+      return f"new {concrete}<{element}>()"
+    return (f"new {concrete}<{element}>(Arrays.<{element}>asList("
+            + ", ".join(literal(t.element, v) for v in items) + "))")
+  if name == "map":
+    key, val = (type_name(a, boxed=True) for a in t.args)
+    pairs = ", ".join(f"{literal(t.args[0], k)}, {literal(t.args[1], v)}" for k, v in value.items())
+    return f"CodelmRuntime.<{key}, {val}>mapOf({pairs})"
+  if name == "tuple":
+    return (f"new {type_name(t, boxed=True)}("
+            + ", ".join(literal(a, v) for a, v in zip(t.args, value)) + ")")
+  raise AssertionError(t)
+
+
+def default_literal(t: Type) -> str:
+  """The default value as a Java expression that needs nothing from the harness."""
+  if t.name == "map":
+    key, val = (type_name(a, boxed=True) for a in t.args)
+    return f"new HashMap<{key}, {val}>()"
+  if t.name == "tuple":
+    return (f"new {type_name(t, boxed=True)}("
+            + ", ".join(default_literal(a) for a in t.args) + ")")
+  return literal(t, default_value(t))
+
+
+def type_tree(t: Type) -> str:
+  """The type as the runtime's tree: new CodelmRuntime.Ty("list", new CodelmRuntime.Ty("int"))."""
+  args = "".join(", " + type_tree(a) for a in t.args)
+  return f'new CodelmRuntime.Ty("{t.name}"{args})'
+
+
+def doc_comment(description: str, indent: str = "    ") -> str:
+  lines = []
+  for line in base.doc_lines(description):
+    line = _even_backslashes_before_u(line.replace("*/", "*\\/"))
+    lines.append(f"{indent} * {line}".rstrip())
+  return f"{indent}/**\n" + "\n".join(lines) + f"\n{indent} */\n"
+
+
+def _even_backslashes_before_u(text: str) -> str:
+  """javac reads `\\u` as a Unicode escape even in comments (an odd run of backslashes before u);
+  doubling the run's last backslash keeps a description's text from breaking compilation."""
+  return re.sub(r"(\\+)(?=u)", lambda m: m.group(1) + ("\\" if len(m.group(1)) % 2 else ""), text)
+
+
+def runtime_sources() -> dict[str, str]:
+  """CodelmRuntime and org.javatuples' Tuple, Unit, Pair, ..., Decade: path -> Java source. Under
+  their package's path: javac looks for an imported class's source there."""
+  files = {"CodelmRuntime.java": _RUNTIME, "org/javatuples/Tuple.java": _TUPLE_BASE}
+  for n, cls in enumerate(TUPLE_CLASSES, start=1):
+    letters = [f"A{i}" for i in range(n)]
+    params = ", ".join(letters)
+    formals = ", ".join(f"{a} value{i}" for i, a in enumerate(letters))
+    actuals = ", ".join(f"value{i}" for i in range(n))
+    getters = "".join(f"  @SuppressWarnings(\"unchecked\")\n"
+                      f"  public {a} getValue{i}() {{ return ({a}) getValue({i}); }}\n"
+                      for i, a in enumerate(letters))
+    files[f"org/javatuples/{cls}.java"] = (
+        "package org.javatuples;\n\n"
+        f"public final class {cls}<{params}> extends Tuple {{\n"
+        f"  public {cls}({formals}) {{ super(new Object[] {{{actuals}}}); }}\n"
+        f"  public static <{params}> {cls}<{params}> with({formals}) {{\n"
+        f"    return new {cls}<{params}>({actuals});\n  }}\n{getters}}}\n")
+  return files
+
+
+_TUPLE_BASE = """package org.javatuples;
+
+import java.util.*;
+
+/** A minimal stand-in for org.javatuples: fixed-size, immutable, value equality. */
+public abstract class Tuple {
+  private final Object[] values;
+  protected Tuple(Object[] values) { this.values = values; }
+  public final int getSize() { return values.length; }
+  public final Object getValue(int pos) { return values[pos]; }
+  public final List<Object> toList() { return Collections.unmodifiableList(Arrays.asList(values)); }
+  public final Object[] toArray() { return values.clone(); }
+  public final boolean contains(Object value) { return Arrays.asList(values).contains(value); }
+  @Override public final boolean equals(Object other) {
+    return other != null && other.getClass() == getClass() && Arrays.equals(values, ((Tuple) other).values);
+  }
+  @Override public final int hashCode() { return Arrays.hashCode(values); }
+  @Override public final String toString() { return Arrays.toString(values); }
+}
+"""
+
+# Type-directed conversion of the returned value to canonical JSON, and the loop over the cases.
+# Records go straight to file descriptor 1 (System.setOut or a half-written line of the solution's
+# own output cannot hide them: each record starts on a fresh line), and the JVM is halted at the end
+# so a thread the solution left running cannot keep it alive.
+_RUNTIME = r"""import java.util.*;
+
+public final class CodelmRuntime {
+  /** The test cases: the generated Main calls the solution for case i. */
+  public interface Cases {
+    Object call(int i) throws Throwable;
+  }
+
+  public static final class Ty {
+    final String name;
+    final Ty[] args;
+    public Ty(String name, Ty... args) { this.name = name; this.args = args; }
+  }
+
+  /** A map input, in the test's order (as the benchmark's own dicts iterate). */
+  public static <K, V> Map<K, V> mapOf(Object... keysAndValues) {
+    Map<K, V> map = new LinkedHashMap<K, V>();
+    for (int i = 0; i < keysAndValues.length; i += 2) {
+      @SuppressWarnings("unchecked") K key = (K) keysAndValues[i];
+      @SuppressWarnings("unchecked") V value = (V) keysAndValues[i + 1];
+      map.put(key, value);
+    }
+    return map;
+  }
+
+  static RuntimeException wrongType(Ty t, Object v) {
+    return new ClassCastException("expected " + t.name + ", got " + (v == null ? "null" : v.getClass().getName()));
+  }
+
+  static void encode(StringBuilder out, Ty t, Object v) {
+    if (t.name.equals("optional")) {
+      if (v instanceof Optional) v = ((Optional<?>) v).orElse(null);
+      if (v == null) out.append("null");
+      else encode(out, t.args[0], v);
+      return;
+    }
+    if (v == null) throw new NullPointerException("returned null where a " + t.name + " is expected");
+    switch (t.name) {
+      case "bool":
+        if (!(v instanceof Boolean)) throw wrongType(t, v);
+        out.append(((Boolean) v).booleanValue() ? "true" : "false");
+        return;
+      case "int":
+        if (!(v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte)) throw wrongType(t, v);
+        out.append(((Number) v).longValue());
+        return;
+      case "float": {
+        if (!(v instanceof Double || v instanceof Float || v instanceof Long || v instanceof Integer)) throw wrongType(t, v);
+        double d = ((Number) v).doubleValue();
+        out.append(Double.isNaN(d) ? "NaN" : Double.isInfinite(d) ? (d > 0 ? "Infinity" : "-Infinity") : Double.toString(d));
+        return;
+      }
+      case "string": {
+        if (!(v instanceof String)) throw wrongType(t, v);
+        String s = (String) v;
+        out.append('"');
+        for (int i = 0; i < s.length(); i++) {
+          char c = s.charAt(i);
+          if (c == '"' || c == '\\') out.append('\\').append(c);
+          else if (c >= 0x20 && c < 0x7f) out.append(c);
+          else if (c == '\n') out.append("\\n");
+          else if (c == '\t') out.append("\\t");
+          else if (c == '\r') out.append("\\r");
+          else {
+            String hex = Integer.toHexString(c);
+            out.append("\\u");
+            for (int k = hex.length(); k < 4; k++) out.append('0');
+            out.append(hex);
+          }
+        }
+        out.append('"');
+        return;
+      }
+      case "list":
+      case "set": {
+        if (!(t.name.equals("list") ? v instanceof List : v instanceof Set)) throw wrongType(t, v);
+        out.append('[');
+        boolean first = true;
+        for (Object item : (Collection<?>) v) {
+          if (!first) out.append(", ");
+          first = false;
+          encode(out, t.args[0], item);
+        }
+        out.append(']');
+        return;
+      }
+      case "map": {
+        if (!(v instanceof Map)) throw wrongType(t, v);
+        out.append('[');
+        boolean first = true;
+        for (Map.Entry<?, ?> entry : ((Map<?, ?>) v).entrySet()) {
+          if (!first) out.append(", ");
+          first = false;
+          out.append('[');
+          encode(out, t.args[0], entry.getKey());
+          out.append(", ");
+          encode(out, t.args[1], entry.getValue());
+          out.append(']');
+        }
+        out.append(']');
+        return;
+      }
+      case "tuple": {
+        if (!(v instanceof org.javatuples.Tuple) || ((org.javatuples.Tuple) v).getSize() != t.args.length) throw wrongType(t, v);
+        out.append('[');
+        for (int i = 0; i < t.args.length; i++) {
+          if (i > 0) out.append(", ");
+          encode(out, t.args[i], ((org.javatuples.Tuple) v).getValue(i));
+        }
+        out.append(']');
+        return;
+      }
+      default:
+        throw new IllegalStateException("unknown type " + t.name);
+    }
+  }
+
+  static String oneLine(Throwable e) {
+    String text = e.toString().replace('\n', ' ').replace('\r', ' ');
+    return text.length() > 300 ? text.substring(0, 300) : text;
+  }
+
+  public static void run(Ty returnType, long[] ids, Cases cases) throws java.io.IOException {
+    java.io.PrintStream solutionOut = System.out;
+    java.io.FileOutputStream records = new java.io.FileOutputStream(java.io.FileDescriptor.out);
+    for (int i = 0; i < ids.length; i++) {
+      String line;
+      try {
+        StringBuilder value = new StringBuilder();
+        encode(value, returnType, cases.call(i));
+        line = "ok " + value;
+      } catch (Throwable e) {  // errors too (StackOverflowError, OutOfMemoryError): the case failed
+        line = "exception " + oneLine(e);
+      }
+      solutionOut.flush();
+      System.out.flush();
+      records.write(("\nPREFIX" + ids[i] + " " + line + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+    Runtime.getRuntime().halt(0);
+  }
+}
+""".replace("PREFIX", base.RECORD_PREFIX)
+
+
+def _cache_key() -> str:
+  """Changes with the JDK build, the flags and the runtime's sources (a stale class-data archive
+  would be silently ignored by the JVM; stale runtime classes would not)."""
+  try:
+    modules = os.stat(f"{JAVA_HOME}/lib/modules")
+    jdk = f"{modules.st_size}:{modules.st_mtime_ns}"
+  except OSError:
+    jdk = "missing"
+  text = repr((jdk, JVM_FLAGS, JAVAC_OPTIONS, sorted(runtime_sources().items())))
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_runtime_lock = threading.Lock()
+
+
+@functools.cache
+def runtime_dir() -> str | None:
+  """CACHE_DIR/<key>: classes/ (CodelmRuntime, org.javatuples) and javac.jsa (javac's class-data
+  archive, dumped while compiling a sample program against those classes). Built once on the host;
+  None when it cannot be (the programs then compile the runtime themselves, more slowly)."""
+  final = os.path.join(CACHE_DIR, _cache_key())
+  with _runtime_lock:
+    if os.path.exists(os.path.join(final, "javac.jsa")):
+      return final
+    try:
+      os.makedirs(CACHE_DIR, exist_ok=True)
+      work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
+      try:
+        classes = os.path.join(work, "classes")
+        _write(os.path.join(work, "runtime"), runtime_sources())
+        _run(os.path.join(work, "runtime"), [JAVAC, *(f"-J{f}" for f in JVM_FLAGS), *JAVAC_OPTIONS,
+                                             "-d", classes, *runtime_sources()])
+        sample = _sample_program(classes)
+        _write(os.path.join(work, "sample"), sample.files)
+        javac = sample.compile[0]
+        _run(os.path.join(work, "sample"),
+             [javac[0], f"-J-XX:ArchiveClassesAtExit={work}/javac.jsa", *javac[1:]])
+        shutil.rmtree(os.path.join(work, "sample"))
+        _readable_by_all(work)  # the sandbox's uid reads it (mkdtemp makes it 0700)
+        os.rename(work, final)
+      except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    except (OSError, subprocess.SubprocessError):
+      if not os.path.exists(os.path.join(final, "javac.jsa")):  # another scorer may have won
+        return None
+    return final
+
+
+def _write(directory: str, files: dict[str, str]) -> None:
+  for name, text in files.items():
+    path = os.path.join(directory, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+
+
+def _readable_by_all(top: str) -> None:
+  for directory, _, names in os.walk(top):
+    os.chmod(directory, 0o755)
+    for name in names:
+      os.chmod(os.path.join(directory, name), 0o444)
+
+
+def _run(cwd: str, argv: list[str]) -> None:
+  subprocess.run(argv, cwd=cwd, check=True, capture_output=True, timeout=300)
+
+
+def _sample_program(classes: str) -> base.Program:
+  """A program using every type, compiled against `classes`, whose javac run the archive records."""
+  from evaluation.typed import Param, TestCase, parse_type
+  types = ["list<map<string,float>>", "set<int>", "optional<tuple<bool,string>>"]
+  question = Question("sample", "sample", tuple(Param(f"p{i}", parse_type(t)) for i, t in enumerate(types)),
+                      parse_type("tuple<int,list<optional<string>>>"), "A sample.",
+                      (TestCase(0, ([{"a": 1.5}], frozenset({1, 2}), (True, "x")), (1, ["y", None])),))
+  body = ("        Map<String, Long> counts = new HashMap<>();\n"
+          "        String joined = p0.stream().map(m -> String.valueOf(m.size())).collect(Collectors.joining(\",\"));\n"
+          "        counts.put(joined, (long) p1.size());\n"
+          "        return Pair.with(0L, new ArrayList<>());\n    }\n}")
+  return RENDERER.program(question, body, runtime=classes)
+
+
+class Java(base.Renderer):
+  name = "java"
+  display_name = "Java"
+  toolchain = base.Toolchain(binaries=(JAVA, JAVAC), version_command=(JAVA, "-version"),
+                             read_only=("/etc/java-17-openjdk", CACHE_DIR))
+  # The class closes at column 0; everything before it (the method and any helpers) is kept.
+  stop_sequences = ("\n}\n",)
+  keep = {"\n}\n": 2}
+
+  def function_name(self, question: Question) -> str:
+    return base.safe_name(base.camel_case(question.entry_fn_name), RESERVED)
+
+  def params(self, question: Question) -> list[str]:
+    return base.param_names(question, base.camel_case, RESERVED)
+
+  def signature_with_docstring(self, question: Question) -> str:
+    imports = list(IMPORTS)
+    if "tuple" in base.types_in(question):
+      imports.append("org.javatuples.*")
+    params = ", ".join(f"{type_name(p.type)} {n}" for n, p in zip(self.params(question), question.params))
+    return ("".join(f"import {i};\n" for i in imports) + "\nclass Solution {\n"
+            + doc_comment(question.description)
+            + f"    public {type_name(question.return_type)} {self.function_name(question)}({params}) {{\n")
+
+  def stub(self, question: Question) -> str:
+    return f"        return {default_literal(question.return_type)};\n    }}\n}}"
+
+  def program(self, question: Question, completion: str, runtime: str | None = "") -> base.Program:
+    """`runtime`: the directory of precompiled runtime classes ("" looks it up, None: none)."""
+    name = self.function_name(question)
+    cases = base.render_cases(question, literal)
+    # One method per case: a JVM method holds at most 64 KB of bytecode.
+    dispatch = "".join(f"      case {i}: return case{i}();\n" for i in range(len(cases)))
+    methods = "".join(f"\n  static Object case{i}() throws Throwable {{\n"
+                      f"    return new Solution().{name}({args});\n  }}\n"
+                      for i, (_, args) in enumerate(cases))
+    main = ("final class Main implements CodelmRuntime.Cases {\n"
+            "  public static void main(String[] args) throws Exception {\n"
+            f"    CodelmRuntime.run({type_tree(question.return_type)},\n"
+            "        new long[] {" + ", ".join(str(idx) for idx, _ in cases) + "}, new Main());\n  }\n\n"
+            "  public Object call(int i) throws Throwable {\n    switch (i) {\n" + dispatch
+            + "      default: throw new IllegalStateException(\"no case \" + i);\n    }\n  }\n"
+            + methods + "}\n")
+    files = {"Main.java": self.signature_with_docstring(question) + completion + "\n\n" + main}
+    if runtime == "":
+      found = runtime_dir()
+      runtime = found and os.path.join(found, "classes")
+    javac = [JAVAC, *(f"-J{f}" for f in JVM_FLAGS)]
+    if runtime:
+      archive = os.path.join(os.path.dirname(runtime), "javac.jsa")
+      if os.path.exists(archive):
+        javac.append(f"-J-XX:SharedArchiveFile={archive}")
+      classpath = f"{runtime}:."
+    else:  # no cache: compile the runtime with the program
+      files.update(runtime_sources())
+      classpath = "."
+    javac += [*JAVAC_OPTIONS, "-d", ".", "-cp", classpath, *sorted(files)]
+    return base.Program(files=files, compile=(tuple(javac),),
+                        run=(JAVA, *JVM_FLAGS, "-cp", classpath, "Main"))
+
+
+RENDERER = Java()
