@@ -1,0 +1,304 @@
+"""R: `name <- function(params) {` with a roxygen comment (`#'`, `@param`, `@return`) as its doc.
+
+Values, as an R programmer would hold them (R has no 64-bit integer, so int is a double holding a
+whole number, printed without a decimal point: exact up to 2^53; 2^63 - 1 reads as 2^63, which is
+out of range and so an exception):
+- bool: logical; int and float: numeric (a returned R integer is accepted too); string: character.
+- list<T> of a scalar (or optional scalar) T: an atomic vector (`c(...)`, NA for a null element,
+  `numeric(0)` / `character(0)` / `logical(0)` when empty); of anything else: a list. The harness
+  also accepts a list where it gives a vector, and NULL (what `c()` returns) as an empty list.
+- set<T>: a vector of the members; map<K,V>: a named list (names are the keys, as text for int
+  keys), an environment or a named vector is accepted too; tuple: `list(a, b)`, an atomic vector is
+  accepted for a returned tuple; optional: NULL (a returned NA counts as null too, and so does a
+  zero-length vector where the value would be a scalar).
+A scalar is a length-1 vector; a length-1 list holding one is accepted.
+
+The harness runs in an environment whose parent is the base package, so a completion that defines
+or assigns `unique`, `cat` or `paste` in the global environment does not change how records are
+written. Only base, utils and stats are attached (see R_ENV).
+"""
+
+from __future__ import annotations
+
+import math
+
+from evaluation.languages import base
+from evaluation.typed import Question, Type, default_value
+
+RSCRIPT = "/usr/bin/Rscript"
+R_HOME = "/usr/lib/R"
+R_BINARY = R_HOME + "/bin/exec/R"
+# What Rscript's shell front end (/usr/lib/R/bin/R, /etc/R/ldpaths) and /etc/R/Renviron would set.
+# The binary runs directly because the sandbox's /etc is mode 0700 (bwrap makes it so; see the
+# report) and libblas.so.3 reaches its file through /etc/alternatives; it also saves a shell start.
+# Renviron, when readable, only fills variables left unset, so these win either way.
+R_ENV = {
+    "R_HOME": R_HOME, "R_SHARE_DIR": "/usr/share/R/share", "R_INCLUDE_DIR": "/usr/share/R/include",
+    "R_DOC_DIR": "/usr/share/R/doc",
+    "LD_LIBRARY_PATH": f"{R_HOME}/lib:/usr/lib/x86_64-linux-gnu/blas:/usr/lib/x86_64-linux-gnu/lapack",
+    "R_PLATFORM": "x86_64-pc-linux-gnu", "EDITOR": "vi", "PAGER": "/usr/bin/pager",
+    "R_PAPERSIZE": "letter", "R_LIBS_USER": "/box/.R", "R_LIBS_SITE": f"{R_HOME}/site-library",
+    # methods, graphics, grDevices and datasets slow every start; typed functions do not need them.
+    "R_DEFAULT_PACKAGES": "base,utils,stats",
+}
+
+RESERVED_WORDS = frozenset(
+    "if else repeat while function for next break TRUE FALSE NULL Inf NaN NA NA_integer_ NA_real_ "
+    "NA_character_ NA_complex_ in T F".split())
+# Base, utils and stats functions a completion is likely to call: an entry function named `unique`
+# or `median` would shadow the builtin its own body wants, so such names get a trailing underscore.
+BUILTINS = frozenset(
+    "abs all any append apply array c cat ceiling character chartr cumsum decode diff dim duplicated "
+    "encode environment exp factorial filter floor format gsub grepl head identical integer "
+    "intersect is lapply length list log logical match max mean median min mode names nchar ncol "
+    "nrow numeric order paste paste0 print prod range rank rep rev round sample sapply search sd "
+    "seq setdiff sign solve sort split sprintf sqrt strsplit strtoi sub substr substring sum switch "
+    "t table tail tolower toupper trunc union unique unlist var vapply vector which xor".split())
+RESERVED = RESERVED_WORDS | BUILTINS
+SCALARS = ("bool", "int", "float", "string")
+
+_TYPE_NAMES = {"bool": "logical", "int": "integer", "float": "numeric", "string": "character"}
+_EMPTY_VECTORS = {"bool": "logical(0)", "int": "numeric(0)", "float": "numeric(0)",
+                  "string": "character(0)"}
+_NA = {"bool": "NA", "int": "NA_real_", "float": "NA_real_", "string": "NA_character_"}
+
+
+def _scalar_of(t: Type) -> str | None:
+  """The scalar a vector element of type `t` holds (optional scalars are NA-able), else None."""
+  if t.name in SCALARS:
+    return t.name
+  if t.name == "optional" and t.element.name in SCALARS:
+    return t.element.name
+  return None
+
+
+def type_name(t: Type) -> str:
+  """How the roxygen comment describes `t`."""
+  if t.name in _TYPE_NAMES:
+    return _TYPE_NAMES[t.name]
+  if t.name in ("list", "set"):
+    scalar = _scalar_of(t.element)
+    unique = " of unique values" if t.name == "set" else ""
+    if scalar is None:
+      return f"list of ({type_name(t.element)})"
+    nullable = " (NA for null)" if t.element.name == "optional" else ""
+    return f"{_TYPE_NAMES[scalar]} vector{unique}{nullable}"
+  if t.name == "map":
+    return f"named list of {type_name(t.args[1])}, names are the {type_name(t.args[0])} keys"
+  if t.name == "tuple":
+    return "list(" + ", ".join(type_name(a) for a in t.args) + ")"
+  if t.name == "optional":
+    return f"{type_name(t.element)} or NULL"
+  raise AssertionError(t)
+
+
+def string_literal(text: str) -> str:
+  out = []
+  for char in text:
+    code = ord(char)
+    if char in '"\\':
+      out.append("\\" + char)
+    elif 32 <= code < 127:
+      out.append(char)
+    elif code < 0x10000:
+      out.append(f"\\u{{{code:04x}}}")  # braces: a following hex digit is not taken as part of it
+    else:
+      out.append(f"\\U{{{code:08x}}}")
+  return '"' + "".join(out) + '"'
+
+
+def _number(t: Type, value) -> str:
+  if t.name == "int":
+    return str(value)  # a double: exact up to 2^53
+  if math.isnan(value):
+    return "NaN"
+  if math.isinf(value):
+    return "Inf" if value > 0 else "-Inf"
+  return repr(value)
+
+
+def literal(t: Type, value) -> str:
+  """An R expression for `value` of type `t`."""
+  if value is None:
+    return "NULL"
+  name = t.name
+  if name == "bool":
+    return "TRUE" if value else "FALSE"
+  if name in ("int", "float"):
+    return _number(t, value)
+  if name == "string":
+    return string_literal(value)
+  if name == "optional":
+    return literal(t.element, value)
+  if name in ("list", "set"):
+    items = sorted(value) if name == "set" else list(value)
+    scalar = _scalar_of(t.element)
+    if scalar is None:
+      return "list(" + ", ".join(literal(t.element, v) for v in items) + ")"
+    if not items:
+      return _EMPTY_VECTORS[scalar]
+    return "c(" + ", ".join(_NA[scalar] if v is None else literal(Type(scalar), v)
+                            for v in items) + ")"
+  if name == "tuple":
+    return "list(" + ", ".join(literal(a, v) for a, v in zip(t.args, value)) + ")"
+  if name == "map":
+    # structure(): `list("" = 1)` is a syntax error, and an empty map still has (no) names.
+    values = ", ".join(literal(t.args[1], v) for v in value.values())
+    names = ", ".join(string_literal(str(k)) for k in value)
+    return f"structure(list({values}), names = {'c(' + names + ')' if value else 'character(0)'})"
+  raise AssertionError(t)
+
+
+def type_tree(t: Type) -> str:
+  """The type as nested lists the harness walks: list("list", list("int"))."""
+  return "list(" + ", ".join([f'"{t.name}"'] + [type_tree(a) for a in t.args]) + ")"
+
+
+_HARNESS = r'''
+local(envir = new.env(parent = baseenv()), {
+  fail <- function(what, v) {
+    got <- if (is.null(v)) "NULL" else if (is.atomic(v) && length(v) == 1L)
+      paste(class(v)[1], substr(format(v), 1L, 40L)) else paste(class(v)[1], "of length", length(v))
+    stop(paste0("expected ", what, ", got ", got), call. = FALSE)
+  }
+  cases <- get("codelm_cases", envir = globalenv())
+  return_type <- get("codelm_return_type", envir = globalenv())
+  prefix <- get("codelm_prefix", envir = globalenv())
+  is_na <- function(v) is.na(v) && !(is.double(v) && is.nan(v))  # NA, but a NaN is a float
+  is_null <- function(v) is.null(v) || (is.atomic(v) && length(v) == 1L && is_na(v))
+  one <- function(v, test, what) {  # a length-1 vector (or a list holding one) that passes `test`
+    if (is.list(v) && length(v) == 1L) v <- v[[1L]]
+    if (!is.atomic(v) || length(v) != 1L || !test(v)) fail(what, v)
+    if (is_na(v)) fail(what, v)
+    v
+  }
+  number <- function(x) {
+    if (is.nan(x)) return("NaN")
+    if (x == Inf) return("Infinity")
+    if (x == -Inf) return("-Infinity")
+    for (digits in 15:16) {  # the shortest form that reads back as the same double
+      text <- sprintf("%.*g", digits, x)
+      if (as.numeric(text) == x) return(text)
+    }
+    sprintf("%.17g", x)
+  }
+  whole <- function(x, what) {
+    x <- as.double(x)
+    if (!is.finite(x) || x != round(x) || x < -2^63 || x >= 2^63) fail(what, x)
+    sprintf("%.0f", x)
+  }
+  text <- function(s) {  # JSON string, ASCII only
+    cp <- utf8ToInt(enc2utf8(s))
+    if (anyNA(cp)) stop("the string is not valid UTF-8", call. = FALSE)
+    out <- character(length(cp))
+    plain <- cp >= 32L & cp < 127L & cp != 34L & cp != 92L
+    out[plain] <- intToUtf8(cp[plain], multiple = TRUE)
+    out[cp == 34L] <- "\\\""
+    out[cp == 92L] <- "\\\\"
+    bmp <- cp < 32L | (cp >= 127L & cp < 65536L)
+    out[bmp] <- sprintf("\\u%04x", cp[bmp])
+    astral <- cp >= 65536L
+    if (any(astral)) {
+      h <- cp[astral] - 65536L
+      out[astral] <- sprintf("\\u%04x\\u%04x", 55296L + h %/% 1024L, 56320L + h %% 1024L)
+    }
+    paste0("\"", paste(out, collapse = ""), "\"")
+  }
+  is_scalar <- function(t) t[[1L]] %in% c("bool", "int", "float", "string") ||
+    (t[[1L]] == "optional" && t[[2L]][[1L]] %in% c("bool", "int", "float", "string"))
+  items <- function(t, v, what) {  # the elements of a vector or list, each encoded by type t
+    if (is.null(v)) return(character(0))
+    if (!(is.list(v) || (is.atomic(v) && is_scalar(t)))) fail(what, v)
+    vapply(seq_along(v), function(i) enc(t, v[[i]]), "")
+  }
+  key <- function(t, k) {
+    if (is.na(k)) fail("a named entry for every key", k)
+    if (t[[1L]] == "string") return(text(k))
+    whole(suppressWarnings(as.numeric(k)), "a whole number as key")
+  }
+  enc <- function(t, v) {
+    name <- t[[1L]]
+    if (name == "optional") {
+      # character(0) and the like are R's "nothing" too, where the value would be a scalar.
+      empty <- is.atomic(v) && length(v) == 0L && is_scalar(t[[2L]])
+      return(if (is_null(v) || empty) "null" else enc(t[[2L]], v))
+    }
+    switch(name,
+      bool = if (one(v, is.logical, "logical")) "true" else "false",
+      int = whole(one(v, is.numeric, "a whole number"), "a whole number"),
+      float = number(as.double(one(v, is.numeric, "numeric"))),
+      string = text(one(v, is.character, "character")),
+      list = , set = paste0("[", paste(items(t[[2L]], v, "a vector or list"), collapse = ","), "]"),
+      tuple = {
+        if (!(is.list(v) || is.atomic(v)) || length(v) != length(t) - 1L)
+          fail(paste0("a list of ", length(t) - 1L), v)
+        parts <- vapply(seq_along(v), function(i) enc(t[[i + 1L]], v[[i]]), "")
+        paste0("[", paste(parts, collapse = ","), "]")
+      },
+      map = {
+        if (is.environment(v)) {
+          keys <- sort(ls(v, all.names = TRUE))
+          v <- mget(keys, envir = v)
+        }
+        if (is.null(v) || length(v) == 0L) return("[]")
+        if (!(is.list(v) || is.atomic(v)) || is.null(names(v))) fail("a named list", v)
+        keys <- names(v)
+        parts <- vapply(seq_along(v), function(i)
+          paste0("[", key(t[[2L]], keys[[i]]), ",", enc(t[[3L]], v[[i]]), "]"), "")
+        paste0("[", paste(parts, collapse = ","), "]")
+      },
+      stop(paste("unknown type", name)))
+  }
+  one_line <- function(s) substr(gsub("[\r\n]+", " ", paste(s, collapse = " ")), 1L, 300L)
+  out <- stdout()
+  for (case in cases) {
+    line <- tryCatch(paste0("ok ", enc(return_type, case[[2L]]())),
+                     error = function(e) paste0("exception ", one_line(conditionMessage(e))))
+    cat("\n", prefix, case[[1L]], " ", line, "\n", sep = "", file = out)
+    flush(out)
+  }
+})
+'''
+
+
+class R(base.Renderer):
+  name = "r"
+  display_name = "R"
+  toolchain = base.Toolchain(binaries=(RSCRIPT, R_BINARY), version_command=(RSCRIPT, "--version"),
+                             read_only=("/etc/R",))  # R_HOME/etc links there: Renviron, ldpaths
+  # The function's closing brace at column 0 ends the completion; "\n}" is kept.
+  stop_sequences = ("\n}\n",)
+  keep = {"\n}\n": 2}
+
+  def function_name(self, question: Question) -> str:
+    return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)
+
+  def params(self, question: Question) -> list[str]:
+    return base.param_names(question, base.snake_case, RESERVED)
+
+  def signature_with_docstring(self, question: Question) -> str:
+    names = self.params(question)
+    doc = [("#' " + line).rstrip() for line in base.doc_lines(question.description)]
+    doc.append("#'")
+    doc += [f"#' @param {n} {type_name(p.type)}" for n, p in zip(names, question.params)]
+    doc.append(f"#' @return {type_name(question.return_type)}")
+    return ("\n".join(doc) + f"\n{self.function_name(question)} <- function"
+            f"({', '.join(names)}) {{\n")
+
+  def stub(self, question: Question) -> str:
+    value = literal(question.return_type, default_value(question.return_type))
+    return f"  return({value})\n}}\n"
+
+  def program(self, question: Question, completion: str) -> base.Program:
+    name = self.function_name(question)
+    cases = ",\n".join(f"  list({idx}, function() {name}({args}))"
+                       for idx, args in base.render_cases(question, literal))
+    text = (self.signature_with_docstring(question) + completion + "\n\n"
+            f"codelm_prefix <- {string_literal(base.RECORD_PREFIX)}\n"
+            f"codelm_return_type <- {type_tree(question.return_type)}\n"
+            f"codelm_cases <- list(\n{cases}\n)\n" + _HARNESS)
+    return base.Program(files={"main.R": text}, env=R_ENV,
+                        run=(R_BINARY, "--vanilla", "--no-echo", "--file=main.R"))
+
+
+RENDERER = R()
