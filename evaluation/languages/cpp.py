@@ -1,0 +1,458 @@
+"""C++17: a free function after `#include <bits/stdc++.h>` and `using namespace std;`, with the
+description as `//` comment lines above it (as MultiPL-E's C++ prompts are written).
+
+Types: bool -> bool, int -> long (64-bit on Linux x86-64), float -> double, string -> string,
+list -> vector<T>, set -> set<T>, map -> map<K, V>, tuple -> tuple<A, B, ...>, optional ->
+optional<T>. The prompt ends after the function's opening brace; a completion is the body and the
+closing brace at column 0, where it is cut (`stop_sequences`).
+
+Every test case runs in a forked child process: an exception, a crash (segfault, abort, exit()) or
+a stray `cout` of one case cannot touch the others or the record lines. The child's stdout is
+redirected to stderr and its record travels back through a pipe; only the parent prints records.
+
+Compiling `<bits/stdc++.h>` costs about a second per program, so a precompiled header of it is
+built once on the host (outside the sandbox) into the toolchain cache (`CACHE_DIR`, one directory
+per compiler build and flag set) and bound read-only into the sandbox; g++ silently falls back to
+the plain header when the PCH is missing or does not match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from evaluation.languages import base
+from evaluation.typed import Question, Type, default_value
+
+GXX = "/usr/bin/g++"
+# The flags the PCH is built with and every program is compiled with (g++ only uses a PCH built
+# with the same -std, -O and -f options). -O0: the harness's templates take twice as long at -O1,
+# and a test case's run time is milliseconds either way.
+CXX_FLAGS = ("-std=c++17", "-O0", "-pipe", "-w")
+# Exactly what the prompt includes, so a program sees the same declarations with or without it.
+PCH_HEADER = "#include <bits/stdc++.h>\n"
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The directory that holds cpp/ (CODELM_TOOLCHAINS overrides <repo root>/.toolchains).
+CACHE_DIR = os.path.join(os.environ.get("CODELM_TOOLCHAINS") or os.path.join(_REPO_ROOT, ".toolchains"),
+                         "cpp")
+
+_LOG = logging.getLogger(__name__)
+
+KEYWORDS = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
+false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
+operator or or_eq private protected public register reinterpret_cast requires return short signed
+sizeof static static_assert static_cast struct switch template this thread_local throw true try
+typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
+""".split())
+# Under `using namespace std;` a parameter named like a std type or a common algorithm hides it in
+# the body (`string string` breaks `string result;`), so those names are renamed as well.
+STD_NAMES = frozenset("""
+std main string vector map set tuple optional pair array list deque queue stack size_t max min abs
+swap sort count find reverse accumulate to_string stoi stol stoll stod begin end sqrt pow floor
+ceil round hash greater less function move get make_pair make_tuple nullopt unordered_map
+unordered_set multiset priority_queue isdigit isalpha isupper islower toupper tolower
+""".split())
+RESERVED = KEYWORDS | STD_NAMES
+
+
+def type_name(t: Type) -> str:
+  """The type as the prompt writes it (under `using namespace std;`)."""
+  scalar = {"bool": "bool", "int": "long", "float": "double", "string": "string"}
+  if t.name in scalar:
+    return scalar[t.name]
+  args = ", ".join(type_name(a) for a in t.args)
+  return {"list": f"vector<{args}>", "set": f"set<{args}>", "map": f"map<{args}>",
+          "tuple": f"tuple<{args}>", "optional": f"optional<{args}>"}[t.name]
+
+
+def qualified_type(t: Type) -> str:
+  """The type with std:: spelled out, for the harness (independent of what the completion
+  declares)."""
+  scalar = {"bool": "bool", "int": "long", "float": "double", "string": "std::string"}
+  if t.name in scalar:
+    return scalar[t.name]
+  args = ", ".join(qualified_type(a) for a in t.args)
+  return {"list": f"std::vector<{args}>", "set": f"std::set<{args}>", "map": f"std::map<{args}>",
+          "tuple": f"std::tuple<{args}>", "optional": f"std::optional<{args}>"}[t.name]
+
+
+def string_literal(text: str) -> str:
+  """A std::string of the text's UTF-8 bytes: printable ASCII as is, every other byte as a
+  three-digit octal escape (which cannot run into a following digit), length explicit so an
+  embedded NUL is kept."""
+  data = text.encode("utf-8", "surrogatepass")
+  out = []
+  for byte in data:
+    char = chr(byte)
+    if char in "\"\\?":
+      out.append("\\" + char)
+    elif 0x20 <= byte < 0x7f:
+      out.append(char)
+    else:
+      out.append(f"\\{byte:03o}")
+  return f'std::string("{"".join(out)}", {len(data)})'
+
+
+def literal(t: Type, value) -> str:
+  """A C++ expression of exactly `qualified_type(t)`."""
+  name = t.name
+  if name == "bool":
+    return "true" if value else "false"
+  if name == "int":
+    # -9223372036854775808L would be the negation of a literal too large for long.
+    return "(-9223372036854775807L - 1)" if value == -(2 ** 63) else f"{value}L"
+  if name == "float":
+    if math.isnan(value):
+      return "std::numeric_limits<double>::quiet_NaN()"
+    if math.isinf(value):
+      return ("" if value > 0 else "-") + "std::numeric_limits<double>::infinity()"
+    return repr(float(value))
+  if name == "string":
+    return string_literal(value)
+  if name == "optional":
+    inner = "std::nullopt" if value is None else literal(t.element, value)
+    return f"{qualified_type(t)}({inner})"
+  if name == "list":
+    return f"{qualified_type(t)}{{{', '.join(literal(t.element, v) for v in value)}}}"
+  if name == "set":
+    return f"{qualified_type(t)}{{{', '.join(literal(t.element, v) for v in sorted(value))}}}"
+  if name == "map":
+    pairs = ", ".join(f"{{{literal(t.args[0], k)}, {literal(t.args[1], v)}}}" for k, v in value.items())
+    return f"{qualified_type(t)}{{{pairs}}}"
+  if name == "tuple":
+    return f"{qualified_type(t)}({', '.join(literal(a, v) for a, v in zip(t.args, value))})"
+  raise AssertionError(t)
+
+
+# Encoders are overloads on the exact C++ types (the signature fixes the returned type); the
+# templates are declared before any is defined so nested types find each other. Strings come out
+# as pure ASCII JSON (\uXXXX for everything else, invalid UTF-8 as U+FFFD), so no byte of a value
+# can end a record line.
+_HARNESS = r"""
+#include <cxxabi.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace codelm {
+void put(std::string& out, bool v);
+void put(std::string& out, long v);
+void put(std::string& out, double v);
+void put(std::string& out, const std::string& v);
+template <class T> void put(std::string& out, const std::vector<T>& v);
+template <class T> void put(std::string& out, const std::set<T>& v);
+template <class K, class V> void put(std::string& out, const std::map<K, V>& v);
+template <class T> void put(std::string& out, const std::optional<T>& v);
+template <class... T> void put(std::string& out, const std::tuple<T...>& v);
+
+void put(std::string& out, bool v) { out += v ? "true" : "false"; }
+void put(std::string& out, long v) { out += std::to_string(v); }
+void put(std::string& out, double v) {
+  if (std::isnan(v)) { out += "NaN"; return; }
+  if (std::isinf(v)) { out += v > 0 ? "Infinity" : "-Infinity"; return; }
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof buffer, v);  // shortest round-trip form
+  out.append(buffer, result.ptr);
+}
+void put_code_unit(std::string& out, unsigned unit) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof buffer, "\\u%04x", unit);
+  out += buffer;
+}
+void put(std::string& out, const std::string& v) {
+  out += '"';
+  size_t i = 0, n = v.size();
+  while (i < n) {
+    unsigned char c = v[i];
+    if (c == '"' || c == '\\') { out += '\\'; out += (char) c; i++; continue; }
+    if (c >= 0x20 && c < 0x7f) { out += (char) c; i++; continue; }
+    unsigned code = 0xFFFD;
+    size_t length = 1;
+    size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (need == 1) code = c;
+    else if (need > 1 && i + need <= n) {
+      unsigned decoded = c & (0x7F >> need);
+      bool valid = true;
+      for (size_t k = 1; k < need; k++) {
+        unsigned char next = v[i + k];
+        if ((next & 0xC0) != 0x80) { valid = false; break; }
+        decoded = (decoded << 6) | (next & 0x3F);
+      }
+      static const unsigned smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+      if (valid && decoded >= smallest[need] && decoded <= 0x10FFFF && (decoded < 0xD800 || decoded > 0xDFFF)) {
+        code = decoded;
+        length = need;
+      }
+    }
+    if (code >= 0x10000) {
+      code -= 0x10000;
+      put_code_unit(out, 0xD800 + (code >> 10));
+      put_code_unit(out, 0xDC00 + (code & 0x3FF));
+    } else {
+      put_code_unit(out, code);
+    }
+    i += length;
+  }
+  out += '"';
+}
+template <class T> void put(std::string& out, const std::vector<T>& v) {
+  out += '[';
+  bool first = true;
+  for (const auto& item : v) {
+    if (!first) out += ", ";
+    first = false;
+    put(out, static_cast<const T&>(item));  // vector<bool> hands out proxies
+  }
+  out += ']';
+}
+template <class T> void put(std::string& out, const std::set<T>& v) {
+  out += '[';
+  bool first = true;
+  for (const T& item : v) {
+    if (!first) out += ", ";
+    first = false;
+    put(out, item);
+  }
+  out += ']';
+}
+template <class K, class V> void put(std::string& out, const std::map<K, V>& v) {
+  out += '[';
+  bool first = true;
+  for (const auto& entry : v) {
+    if (!first) out += ", ";
+    first = false;
+    out += '[';
+    put(out, entry.first);
+    out += ", ";
+    put(out, entry.second);
+    out += ']';
+  }
+  out += ']';
+}
+template <class T> void put(std::string& out, const std::optional<T>& v) {
+  if (v.has_value()) put(out, *v);
+  else out += "null";
+}
+template <class... T> void put(std::string& out, const std::tuple<T...>& v) {
+  out += '[';
+  bool first = true;
+  std::apply([&](const auto&... items) {
+    ((out += first ? "" : ", ", first = false, put(out, items)), ...);
+  }, v);
+  out += ']';
+}
+
+std::string one_line(std::string text) {
+  for (char& c : text) if (c == '\n' || c == '\r' || c == '\0') c = ' ';
+  return text.size() > 300 ? text.substr(0, 300) : text;
+}
+
+std::string type_of_current_exception() {
+  std::type_info* type = abi::__cxa_current_exception_type();
+  if (!type) return "unknown";
+  int status = 0;
+  char* name = abi::__cxa_demangle(type->name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && name ? name : type->name();
+  std::free(name);
+  return out;
+}
+
+template <class T> std::string ok(const T& value) {
+  std::string out = "ok ";
+  put(out, value);
+  return out;
+}
+
+// Runs in the child: the record for one call (`call` returns ok(...) of the function's value).
+std::string record_of(std::string (*call)()) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    return "exception " + type_of_current_exception() + ": " + e.what();
+  } catch (const char* text) {
+    return std::string("exception ") + text;
+  } catch (const std::string& text) {
+    return "exception " + text;
+  } catch (...) {
+    return "exception " + type_of_current_exception();
+  }
+}
+
+void write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += (size_t) n;
+  }
+}
+
+void run_case(int idx, std::string (*call)()) {
+  std::cout.flush();
+  std::fflush(nullptr);
+  std::string record;
+  int fds[2];
+  pid_t child = -1;
+  if (::pipe(fds) == 0) {
+    child = ::fork();
+    if (child == 0) {
+      ::close(fds[0]);
+      ::dup2(2, 1);  // the solution's own output goes to stderr
+      std::string out = record_of(call);
+      std::cout.flush();
+      std::fflush(nullptr);
+      write_all(fds[1], out);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    if (child > 0) {
+      char buffer[65536];
+      for (;;) {
+        ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        record.append(buffer, (size_t) n);
+      }
+    }
+    ::close(fds[0]);
+  }
+  if (child < 0) {
+    record = std::string("exception cannot start the test case: ") + std::strerror(errno);
+  } else {
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFSIGNALED(status)) {
+      record = std::string("exception killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+               ::strsignal(WTERMSIG(status)) + ")";
+    } else if (record.empty() || WEXITSTATUS(status) != 0) {
+      record = "exception exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+  }
+  if (record.compare(0, 3, "ok ") != 0) record = one_line(record);
+  std::string line = "\n#codelm# " + std::to_string(idx) + " " + record + "\n";
+  write_all(1, line);
+}
+}  // namespace codelm
+"""
+
+
+def doc_comment(description: str) -> str:
+  # A trailing backslash would splice the next line (the signature) into the comment.
+  return "".join(f"// {line}".rstrip().rstrip("\\") + "\n" for line in base.doc_lines(description))
+
+
+_pch_lock = threading.Lock()
+_pch_dir: list[str | None] = []  # [the include directory] once decided for this process
+
+
+def _pch_key() -> str:
+  """Changes with the compiler build and the flags: a new key is a new directory."""
+  try:
+    version = subprocess.run([GXX, "--version"], capture_output=True, text=True, timeout=30).stdout
+    stat = os.stat(os.path.realpath(GXX))
+    compiler = f"{version.splitlines()[0] if version else ''}:{stat.st_size}:{stat.st_mtime_ns}"
+  except (OSError, subprocess.SubprocessError):
+    compiler = "missing"
+  return hashlib.sha256(f"{compiler}\n{CXX_FLAGS}\n{PCH_HEADER}".encode()).hexdigest()[:16]
+
+
+def precompiled_header_dir() -> str | None:
+  """The include directory holding bits/stdc++.h.gch, built on first use. The prompt's own
+  `#include <bits/stdc++.h>` finds it there through -I (g++ tries NAME.gch before NAME in each
+  directory, and passes over one that does not match its flags); None when g++ is missing or the
+  build failed, and programs then compile from the plain headers, only slower."""
+  with _pch_lock:
+    if not _pch_dir:
+      _pch_dir.append(_build_pch())
+    return _pch_dir[0]
+
+
+def _build_pch() -> str | None:
+  if not os.access(GXX, os.X_OK):
+    return None
+  directory = os.path.join(CACHE_DIR, _pch_key())
+  target = os.path.join(directory, "bits", "stdc++.h.gch")
+  if os.path.exists(target):
+    return directory
+  started = time.monotonic()
+  # Concurrent builders (other scorer processes) each write a temporary name and rename it into
+  # place, which is atomic: a compiler sees the whole file or none.
+  temporary = f"{target}.{os.getpid()}.{threading.get_ident()}.tmp"
+  try:
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    source = os.path.join(directory, "codelm-pch.h")  # not bits/stdc++.h: it would include itself
+    with open(f"{source}.{os.getpid()}.tmp", "w", encoding="utf-8") as f:
+      f.write(PCH_HEADER)
+    os.replace(f"{source}.{os.getpid()}.tmp", source)
+    result = subprocess.run([GXX, *CXX_FLAGS, "-x", "c++-header", source, "-o", temporary],
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+      raise OSError(result.stderr[-2000:])
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, target)
+  except (OSError, subprocess.SubprocessError) as error:
+    _LOG.warning("the C++ precompiled header failed to build (programs compile without it): %s", error)
+    if os.path.exists(temporary):
+      os.remove(temporary)
+    return None
+  _LOG.info("built the C++ precompiled header %s in %.1f s", target, time.monotonic() - started)
+  _remove_stale(directory)
+  return directory
+
+
+def _remove_stale(current: str) -> None:
+  """Headers of an earlier compiler or flag set (each is about 100 MB)."""
+  for name in os.listdir(CACHE_DIR):
+    path = os.path.join(CACHE_DIR, name)
+    if path != current and os.path.isdir(path) and len(name) == 16:
+      shutil.rmtree(path, ignore_errors=True)
+
+
+class Cpp(base.Renderer):
+  name = "cpp"
+  display_name = "C++"
+  toolchain = base.Toolchain(binaries=(GXX,), version_command=(GXX, "--version"),
+                             read_only=(CACHE_DIR,))
+  stop_sequences = ("\n}\n",)
+  keep = {"\n}\n": 2}
+
+  def function_name(self, question: Question) -> str:
+    return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)
+
+  def params(self, question: Question) -> list[str]:
+    return base.param_names(question, base.snake_case, RESERVED)
+
+  def signature_with_docstring(self, question: Question) -> str:
+    params = ", ".join(f"{type_name(p.type)} {n}" for n, p in zip(self.params(question), question.params))
+    return ("#include <bits/stdc++.h>\nusing namespace std;\n\n" + doc_comment(question.description) +
+            f"{type_name(question.return_type)} {self.function_name(question)}({params}) {{\n")
+
+  def stub(self, question: Question) -> str:
+    return f"  return {type_name(question.return_type)}{{}};\n}}"
+
+  def program(self, question: Question, completion: str) -> base.Program:
+    name = self.function_name(question)
+    result = qualified_type(question.return_type)
+    # One captureless lambda per case (a plain function pointer: run_case is compiled once).
+    calls = "".join(f"  codelm::run_case({idx}, []() {{ return codelm::ok<{result}>({name}({args})); }});\n"
+                    for idx, args in base.render_cases(question, literal))
+    text = (self.signature_with_docstring(question) + completion + "\n" + _HARNESS +
+            f"\nint main() {{\n{calls}  return 0;\n}}\n")
+    pch = precompiled_header_dir()
+    include = ("-I", pch) if pch else ()
+    return base.Program(files={"main.cpp": text},
+                        compile=((GXX, *CXX_FLAGS, *include, "-o", "main", "main.cpp"),),
+                        run=("./main",))
+
+
+RENDERER = Cpp()
