@@ -108,7 +108,11 @@ def _mounts(toolchain: Toolchain, passwd_fd: int) -> list[str]:
   args += ["--perms", "0755", "--dir", "/etc"]  # else bwrap copies the mode of the first path's parent
   for path in _ETC:
     args += ["--ro-bind-try", path, path]
-  made = {"/", "/usr", "/etc", *_ROOT_DIRS}
+  args += ["--ro-bind-data", str(passwd_fd), "/etc/passwd",
+           "--proc", "/proc", "--dev", "/dev",
+           "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/tmp"]
+  # Toolchain paths last: a checkout under /tmp would otherwise be hidden by the /tmp tmpfs.
+  made = {"/", "/usr", "/etc", "/tmp", "/proc", "/dev", *_ROOT_DIRS}
   for path in toolchain.read_only:
     # A parent bwrap creates copies the host's mode (a 0700 /root would hide a toolchain in it).
     parents = [p for p in _ancestors(path) if p not in made and not p.startswith("/usr/")]
@@ -116,9 +120,6 @@ def _mounts(toolchain: Toolchain, passwd_fd: int) -> list[str]:
       args += ["--perms", "0755", "--dir", parent]
       made.add(parent)
     args += ["--ro-bind-try", path, path]
-  args += ["--ro-bind-data", str(passwd_fd), "/etc/passwd",
-           "--proc", "/proc", "--dev", "/dev",
-           "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/tmp"]
   return args
 
 

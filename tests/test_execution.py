@@ -81,3 +81,17 @@ def test_a_missing_toolchain_is_an_error_naming_the_fix():
 def test_program_paths_must_stay_in_the_box():
   with pytest.raises(ValueError, match="relative path"):
     execution.execute(base.Program(files={"../escape": "x"}, run=("true",)), PYTHON.toolchain)
+
+
+def test_toolchain_paths_under_tmp_are_visible(tmp_path):
+  """A checkout under /tmp (CI clones there) keeps its .toolchains/ visible despite the /tmp tmpfs."""
+  tools = tmp_path / "checkout" / ".toolchains"
+  tools.mkdir(parents=True)
+  (tools / "tool.txt").write_text("the toolchain\n")
+  toolchain = base.Toolchain(binaries=PYTHON.toolchain.binaries, version_command=("true",),
+                             read_only=(*PYTHON.toolchain.read_only, str(tools)))
+  interpreter = PYTHON.program.__globals__["_base_interpreter"]()
+  program = base.Program(files={"p.py": f"print(open({str(tools / 'tool.txt')!r}).read())"},
+                         run=(interpreter, "-I", "-S", "p.py"))
+  result = execution.execute(program, toolchain)
+  assert "the toolchain" in result.stdout, result.stderr
