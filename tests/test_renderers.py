@@ -31,6 +31,7 @@ from evaluation.languages import MODULES, get
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
 LIMITS = execution.Limits(timeout_s=5, compile_timeout_s=60)
+ATTACK_LIMITS = execution.Limits(timeout_s=3, compile_timeout_s=60)  # attacks that loop run to it
 ATTACKS = ("infinite_loop", "fork_bomb", "network", "write_outside", "many_files", "read_root_only",
            "huge_output", "memory_bomb", "background_process")
 LANGUAGES = sorted(MODULES)
@@ -57,6 +58,13 @@ def run(renderer, question, completion, limits=LIMITS):
   return judge(question, execution.execute(program, renderer.toolchain, limits))
 
 
+def run_all(renderer, jobs):
+  """[(question, completion)] -> outcomes, two sandboxes at a time (the suite's CPU budget)."""
+  import concurrent.futures
+  with concurrent.futures.ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
+    return list(pool.map(lambda job: run(renderer, *job), jobs))
+
+
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_prompt_is_the_papers_template(language):
   renderer = get(language)
@@ -75,31 +83,21 @@ def test_correct_solutions_pass(language):
   renderer = renderer_or_skip(language)
   correct = solutions(language)["correct"]
   assert len(correct) >= 10
-  for qid, completion in correct.items():
-    outcome = run(renderer, QUESTIONS[qid], completion)
+  outcomes = run_all(renderer, [(QUESTIONS[qid], code) for qid, code in correct.items()])
+  for qid, outcome in zip(correct, outcomes):
     assert outcome.status is Status.PASSED, (qid, outcome)
-
-
-@pytest.mark.parametrize("language", LANGUAGES)
-def test_stubs_compile_and_fail(language):
-  renderer = renderer_or_skip(language)
-  for qid in ("HumanEval/0", "HumanEval/8", "HumanEval/12", "HumanEval/111", "codelm/unique_digits"):
-    question = QUESTIONS[qid]
-    outcome = run(renderer, question, renderer.stub(question))
-    assert outcome.status in (Status.FAILED, Status.PASSED), (qid, outcome)
-    assert Case.EXCEPTION not in outcome.cases and Case.MISSING not in outcome.cases, (qid, outcome)
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_wrong_fails_and_one_exception_leaves_other_cases(language):
   renderer = renderer_or_skip(language)
   data = solutions(language)
-  for qid, completion in data["wrong"].items():
-    outcome = run(renderer, QUESTIONS[qid], completion)
+  wrong = run_all(renderer, [(QUESTIONS[qid], code) for qid, code in data["wrong"].items()])
+  for qid, outcome in zip(data["wrong"], wrong):
     assert outcome.status is Status.FAILED, (qid, outcome)
-  for qid, completion in data["throws_once"].items():
+  throws = run_all(renderer, [(QUESTIONS[qid], code) for qid, code in data["throws_once"].items()])
+  for qid, outcome in zip(data["throws_once"], throws):
     question = QUESTIONS[qid]
-    outcome = run(renderer, question, completion)
     bad = data["throws_on"][qid]
     expected = [Case.EXCEPTION if c.idx == bad else Case.PASSED for c in question.test_cases]
     assert list(outcome.cases) == expected, (qid, outcome)
@@ -134,25 +132,31 @@ def test_attacks_are_contained(language, tmp_path):
   secret = tmp_path / "secret"
   secret.write_text("TOPSECRET-4711\n")
   os.chmod(secret, 0o600)
+  def attack(kind):
+    completion = (attacks[kind].replace("{PORT}", str(server.getsockname()[1]))
+                  .replace("{HOSTDIR}", str(hostdir)).replace("{SECRET}", str(secret)))
+    start = time.monotonic()
+    program = renderer.program(question, completion)
+    result = execution.execute(program, renderer.toolchain, ATTACK_LIMITS)
+    took = time.monotonic() - start
+    outcome = judge(question, result)
+    budget = ATTACK_LIMITS.timeout_s + ATTACK_LIMITS.compile_timeout_s * len(program.compile) + 15
+    assert took < budget, (kind, took)
+    assert outcome.status is not Status.COMPILE_ERROR, (kind, outcome)
+    # execute() returns only once no process of the program's uid is left (it raises otherwise).
+    assert "TOPSECRET" not in result.stdout + result.stderr, kind
+    assert "root:" not in result.stdout.replace("root:x:0:0::/:/bin/sh", ""), kind  # /etc/shadow
+    assert len(result.stdout) <= ATTACK_LIMITS.max_output_kb << 10
+    if kind == "infinite_loop":
+      assert outcome.status is Status.TIMEOUT, outcome
+    return result.uid
+
+  import concurrent.futures
   try:
-    for kind in ATTACKS:
-      completion = (attacks[kind].replace("{PORT}", str(server.getsockname()[1]))
-                    .replace("{HOSTDIR}", str(hostdir)).replace("{SECRET}", str(secret)))
-      start = time.monotonic()
-      program = renderer.program(question, completion)
-      result = execution.execute(program, renderer.toolchain, LIMITS)
-      took = time.monotonic() - start
-      outcome = judge(question, result)
-      budget = LIMITS.timeout_s + LIMITS.compile_timeout_s * len(program.compile) + 15
-      assert took < budget, (kind, took)
-      assert outcome.status is not Status.COMPILE_ERROR, (kind, outcome)
-      if os.geteuid() == 0:  # the program's own uid; other scorers' sandboxes have other uids
-        assert not execution.processes_of(result.uid), (kind, "a sandbox process survived")
-      assert "TOPSECRET" not in result.stdout + result.stderr, kind
-      assert "root:" not in result.stdout.replace("root:x:0:0::/:/bin/sh", ""), kind  # /etc/shadow
-      assert len(result.stdout) <= LIMITS.max_output_kb << 10
-      if kind == "infinite_loop":
-        assert outcome.status is Status.TIMEOUT, outcome
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+      uids = list(pool.map(attack, ATTACKS))
+    if os.geteuid() == 0:
+      assert not [u for u in uids if execution.processes_of(u)], "a sandbox process survived"
   finally:
     stop.set()
     thread.join()
@@ -164,15 +168,16 @@ def test_attacks_are_contained(language, tmp_path):
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_every_typed_humaneval_stub_compiles_and_fails(language):
-  """Every typed HumanEval problem renders in every language, and the stub (the return type's
-  default value) compiles and runs: every test case is a wrong value or a right one, never a compile
+  """Every typed HumanEval problem (and fixture question) renders in every language, and the stub
+  (the return type's default value) compiles and runs: every test case is a wrong value or a right one, never a compile
   error, an exception or a missing record."""
   import concurrent.futures
 
   from evaluation.score import load_benchmark
 
   renderer = renderer_or_skip(language)
-  questions = list(load_benchmark("humaneval").values())
+  # The fixture questions add what HumanEval lacks: set and int-keyed map inputs, list<optional>.
+  questions = list(load_benchmark("humaneval").values()) + list(QUESTIONS.values())
 
   def one(question):
     return question.qid, run(renderer, question, renderer.stub(question))
