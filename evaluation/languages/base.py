@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from evaluation.typed import Question, Type
+from sampling.stops import KEEP, default_stops
 
 RECORD_PREFIX = "#codelm# "
 GENERATION_TEMPLATE = ("You are an expert {language} programmer, complete the implementation.\n"
@@ -54,12 +55,27 @@ class Renderer:
   name: str = ""                  # codelm's language name (objectives/languages.py): "cpp", "csharp"
   display_name: str = ""          # the paper's: "C++", "C#"
   toolchain: Toolchain
-  stop_sequences: tuple[str, ...] = ()   # sample.py cuts a completion at the first of these
-  keep: Mapping[str, int] = {}           # characters of a stop kept in the completion ("\n}" of "\n}\n")
+  naming: Callable[[str], str] = staticmethod(lambda name: name)  # the function's name convention
+  param_naming: Callable[[str], str] | None = None                  # the parameters' (default: naming)
+  reserved: frozenset[str] = frozenset()  # keywords and builtins a name must not take (renamed)
+
+  @property
+  def stop_sequences(self) -> tuple[str, ...]:
+    """Where sample.py cuts a completion: sampling/stops.py's table, the one source."""
+    return default_stops(self.name)
+
+  @property
+  def keep(self) -> Mapping[str, int]:
+    """Characters of a stop kept in the completion ("\n}" of "\n}\n")."""
+    return {s: KEEP[s] for s in self.stop_sequences if s in KEEP}
 
   def function_name(self, question: Question) -> str:
     """The entry function's name in this language's convention."""
-    return question.entry_fn_name
+    return safe_name(self.naming(question.entry_fn_name), self.reserved)
+
+  def params(self, question: Question) -> list[str]:
+    """Parameter names in this language's convention."""
+    return param_names(question, self.param_naming or self.naming, self.reserved)
 
   def signature_with_docstring(self, question: Question) -> str:
     """The text the completion continues: doc comment + signature + opening of the body."""

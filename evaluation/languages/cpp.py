@@ -423,14 +423,8 @@ class Cpp(base.Renderer):
   display_name = "C++"
   toolchain = base.Toolchain(binaries=(GXX,), version_command=(GXX, "--version"),
                              read_only=(CACHE_DIR,))
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
-
-  def function_name(self, question: Question) -> str:
-    return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)
-
-  def params(self, question: Question) -> list[str]:
-    return base.param_names(question, base.snake_case, RESERVED)
+  naming = staticmethod(base.snake_case)
+  reserved = RESERVED
 
   def signature_with_docstring(self, question: Question) -> str:
     params = ", ".join(f"{type_name(p.type)} {n}" for n, p in zip(self.params(question), question.params))

@@ -270,8 +270,6 @@ class CSharp(base.Renderer):
   toolchain = base.Toolchain(binaries=(MONO, MCS), version_command=(MONO, "--version"),
                              read_only=("/etc/mono",))
   # The class closes at column 0; everything before it (the method and any helpers) is kept.
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.pascal_case(question.entry_fn_name), RESERVED | {"Solution", HARNESS_CLASS})

@@ -363,14 +363,8 @@ class Go(base.Renderer):
   display_name = "Go"
   toolchain = base.Toolchain(binaries=(GO, COMPILE, LINK) if DIRECT else (GO,),
                              version_command=(GO, "version"), read_only=())
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
-
-  def function_name(self, question: Question) -> str:
-    return base.safe_name(base.camel_case(question.entry_fn_name), RESERVED)
-
-  def params(self, question: Question) -> list[str]:
-    return base.param_names(question, base.camel_case, RESERVED)
+  naming = staticmethod(base.camel_case)
+  reserved = RESERVED
 
   def signature_with_docstring(self, question: Question) -> str:
     return self._source_head(question, ())

@@ -229,8 +229,6 @@ class Haskell(base.Renderer):
   toolchain = base.Toolchain(binaries=(GHC,), version_command=(GHC, "--version"),
                              read_only=("/var/lib/ghc",))
   # A blank line ends a top-level definition (its `where` block included).
-  stop_sequences = ("\n\n",)
-  keep = {"\n\n": 1}
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.camel_case(question.entry_fn_name), RESERVED, "'")

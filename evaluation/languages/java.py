@@ -449,14 +449,8 @@ class Java(base.Renderer):
   toolchain = base.Toolchain(binaries=(JAVA, JAVAC), version_command=(JAVA, "-version"),
                              read_only=("/etc/java-17-openjdk", CACHE_DIR))
   # The class closes at column 0; everything before it (the method and any helpers) is kept.
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
-
-  def function_name(self, question: Question) -> str:
-    return base.safe_name(base.camel_case(question.entry_fn_name), RESERVED)
-
-  def params(self, question: Question) -> list[str]:
-    return base.param_names(question, base.camel_case, RESERVED)
+  naming = staticmethod(base.camel_case)
+  reserved = RESERVED
 
   def signature_with_docstring(self, question: Question) -> str:
     imports = list(IMPORTS)

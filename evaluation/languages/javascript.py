@@ -200,8 +200,6 @@ class JavaScript(base.Renderer):
   display_name = "JavaScript"
   toolchain = base.Toolchain(binaries=(NODE,), version_command=(NODE, "--version"))
   # The function's closing brace is at column 0: keep "\n}" and drop the newline after it.
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.camel_case(question.entry_fn_name), RESERVED)

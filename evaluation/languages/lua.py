@@ -218,14 +218,8 @@ class Lua(base.Renderer):
   display_name = "Lua"
   toolchain = base.Toolchain(binaries=(LUA, LUAC), version_command=(LUA, "-v"))
   # The function's `end` at column 0 closes it; the completion keeps "\nend".
-  stop_sequences = ("\nend\n",)
-  keep = {"\nend\n": 4}
-
-  def function_name(self, question: Question) -> str:
-    return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)
-
-  def params(self, question: Question) -> list[str]:
-    return base.param_names(question, base.snake_case, RESERVED)
+  naming = staticmethod(base.snake_case)
+  reserved = RESERVED
 
   def signature_with_docstring(self, question: Question) -> str:
     names = self.params(question)

@@ -289,8 +289,6 @@ class Php(base.Renderer):
   name = "php"
   display_name = "PHP"
   toolchain = base.Toolchain(binaries=(PHP,), version_command=(PHP, "--version"))
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)

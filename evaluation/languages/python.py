@@ -117,11 +117,8 @@ class Python(base.Renderer):
   toolchain = base.Toolchain(binaries=(_base_interpreter(),),
                              version_command=(_base_interpreter(), "--version"),
                              read_only=(sys.base_prefix,))
-  stop_sequences = ("\ndef ", "\nclass ", "\nif ", "\nprint", "\n#")
-
-  def params(self, question: Question) -> list[str]:
-    # Python keeps the benchmark's own names (HumanEval's `N`, `S`): its docstrings refer to them.
-    return base.param_names(question, lambda name: name, base.PYTHON_RESERVED)
+  # Python keeps the benchmark's own names (HumanEval's `N`, `S`): its docstrings refer to them.
+  reserved = base.PYTHON_RESERVED
 
   def signature_with_docstring(self, question: Question) -> str:
     params = ", ".join(f"{n}: {type_name(p.type)}" for n, p in zip(self.params(question), question.params))

@@ -266,15 +266,8 @@ class R(base.Renderer):
   display_name = "R"
   toolchain = base.Toolchain(binaries=(RSCRIPT, R_BINARY), version_command=(RSCRIPT, "--version"),
                              read_only=("/etc/R",))  # R_HOME/etc links there: Renviron, ldpaths
-  # The function's closing brace at column 0 ends the completion; "\n}" is kept.
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
-
-  def function_name(self, question: Question) -> str:
-    return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)
-
-  def params(self, question: Question) -> list[str]:
-    return base.param_names(question, base.snake_case, RESERVED)
+  naming = staticmethod(base.snake_case)
+  reserved = RESERVED
 
   def signature_with_docstring(self, question: Question) -> str:
     names = self.params(question)

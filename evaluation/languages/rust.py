@@ -293,14 +293,8 @@ class Rust(base.Renderer):
   name = "rust"
   display_name = "Rust"
   toolchain = base.Toolchain(binaries=(RUSTC, LINKER), version_command=(RUSTC, "--version"))
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
-
-  def function_name(self, question: Question) -> str:
-    return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)
-
-  def params(self, question: Question) -> list[str]:
-    return base.param_names(question, base.snake_case, RESERVED)
+  naming = staticmethod(base.snake_case)
+  reserved = RESERVED
 
   def signature_with_docstring(self, question: Question) -> str:
     params = ", ".join(f"{n}: {type_name(p.type)}" for n, p in zip(self.params(question), question.params))

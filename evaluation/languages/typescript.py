@@ -52,8 +52,6 @@ class TypeScript(base.Renderer):
   display_name = "TypeScript"
   toolchain = base.Toolchain(binaries=(TSC, javascript.NODE), version_command=(TSC, "--version"),
                              read_only=(NODE_MODULES,))
-  stop_sequences = ("\n}\n",)
-  keep = {"\n}\n": 2}
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.camel_case(question.entry_fn_name), javascript.RESERVED)
