@@ -37,7 +37,8 @@ import sys
 import time
 from typing import Callable, Mapping, Sequence
 
-from objectives.languages import HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
+from evaluation.languages import NOT_EVALUATED
+from objectives.languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN_DIR = "gin_configs"  # relative to ROOT, where train.py runs
@@ -445,7 +446,8 @@ def markdown(results: Sequence[Result], missing: Sequence[Cell]) -> str:
     out += ["", "## Change of pass@1 against Natural (execution, per language)", "",
             "pass@1(mixture) − pass@1(Natural) in percentage points per language, from `python -m "
             "evaluation.score` on each cell's predictions (`scores/metrics.json`); positive: more "
-            "problems solved (the paper's Figure 6 measure).", ""]
+            "problems solved (the paper's Figure 6 measure). Not evaluated: "
+            + "; ".join(f"{BY_NAME[n].display_name} ({why})" for n, why in NOT_EVALUATED.items()) + ".", ""]
     for size, per_mixture in passk_changes.items():
       out += [f"### {size}", ""]
       out += _markdown_table(["mixture", *(l.display_name for l in scored)], [
