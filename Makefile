@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
+# Two pytest workers: about 21 min on 2 cores where one worker takes 34 (compilers, sandboxes and
+# single-threaded XLA compilation leave the second core idle).
+PYTEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) tests
 
 # Compilers and runtimes for scoring predictions in 12 languages (evaluation/languages/), and the
 # sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.

@@ -82,6 +82,12 @@ def main(argv=None) -> int:
   figures["total_seconds"] = round(time.perf_counter() - total_start, 1)
   print(f"total: {figures['total_seconds'] / 60:.1f} min for "
         f"{sum(l['programs'] for l in figures['languages'].values())} programs")
+  # The shape, every typed problem x 10 samples per language, at the rates measured here.
+  target = len(score.load_benchmark("humaneval")) * 10
+  figures["projected_minutes_10_samples_all_problems"] = round(
+      sum(target / l["programs_per_s"] for l in figures["languages"].values()) / 60, 1)
+  print(f"at these rates, {target} programs per language ({target // 10} problems x 10 samples): "
+        f"{figures['projected_minutes_10_samples_all_problems']} min for the {len(figures['languages'])} languages")
   os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
   with open(args.output, "w", encoding="utf-8") as f:
     json.dump(figures, f, indent=2)

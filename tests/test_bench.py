@@ -48,3 +48,15 @@ def test_whitespace_pieces_bench_compares_listed_and_learned(tmp_path):
   assert listed["longest_space_run"] == 12 and learned["space_pieces"] > 0
   assert set(listed["tokens_per_byte"]) == set(test_vocab.LANGUAGES) == set(learned["tokens_per_byte"])
   assert result["better"] == min(("listed", "learned"), key=lambda m: result["modes"][m]["mean_tokens_per_byte"])
+
+
+def test_score_throughput_bench_scores_and_writes_its_figures(tmp_path):
+  import score_throughput as bench_score
+
+  output = tmp_path / "score.json"
+  bench_score.main(["--samples", "2", "--problems", "3", "--languages", "python", "--workers", "1",
+                    "--output", str(output)])
+  result = json.loads(output.read_text())
+  python = result["languages"]["python"]
+  assert python["programs"] == 6 and python["counts"]["passed"] == 6  # canonical solutions pass
+  assert python["programs_per_s"] > 0 and result["projected_minutes_10_samples_all_problems"] > 0
