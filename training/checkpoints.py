@@ -1,5 +1,14 @@
 """Orbax checkpoints: asynchronous saves every N steps, keep the last K, resume from the newest one
-that restores, onto whatever mesh the run has now (restoring with the target shardings)."""
+that restores and verifies, onto whatever mesh the run has now (restoring with the target shardings).
+
+Integrity: every checkpoint carries a fingerprint of the arrays it holds (per array, two 32-bit sums of
+the raw bits, one of them position-weighted), computed on device when the step is saved and stored in
+the checkpoint's JSON item, which orbax commits with the arrays. A restore recomputes it from what it
+read; a truncated file (the restore fails) or silently altered bytes (the fingerprint differs) make
+the checkpoint *damaged*: it is reported by step and reason and the one before it is used. Training
+moves a damaged checkpoint aside (to CHECKPOINTS-damaged/STEP, never deleted) so that it trains past
+that step again; sampling leaves the run's folder as it is.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +17,84 @@ import os
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
+
+FINGERPRINT = "fingerprint"  # the key of the arrays' fingerprint in a checkpoint's progress JSON
+
+
+class CheckpointError(RuntimeError):
+  """No checkpoint of a run restores and verifies (each one's step and reason in the message)."""
+
+
+def _leaf_name(path: tuple) -> str:
+  parts = []
+  for key in path:
+    parts.append(str(getattr(key, "name", getattr(key, "key", getattr(key, "idx", key)))))
+  return "/".join(parts)
+
+
+def _as_uint32(x: jax.Array) -> jax.Array:
+  """The raw bits of `x` as uint32 values (64-bit values become two; narrower ones are widened)."""
+  if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  if x.dtype == jnp.bool_:
+    return x.astype(jnp.uint32)
+  width = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint32}[x.dtype.itemsize]
+  return jax.lax.bitcast_convert_type(x, width).astype(jnp.uint32)
+
+
+def _position_weights(shape: tuple[int, ...]) -> jax.Array:
+  """An odd, position-dependent uint32 per element (Knuth's multiplicative hash of the flat index),
+  built from per-axis iotas so that a sharded array needs no reshape."""
+  index = jnp.zeros(shape, jnp.uint32)
+  stride = 1
+  for axis in reversed(range(len(shape))):
+    index = index + jax.lax.broadcasted_iota(jnp.uint32, shape, axis) * jnp.uint32(stride % 2**32)
+    stride *= shape[axis]
+  return index * jnp.uint32(2654435761) | jnp.uint32(1)
+
+
+@jax.jit
+def _leaf_sums(leaves: list[jax.Array]) -> jax.Array:
+  sums = []
+  for x in leaves:
+    bits = _as_uint32(x)
+    weighted = bits * _position_weights(bits.shape)
+    sums.append(jnp.stack([jnp.sum(bits, dtype=jnp.uint32), jnp.sum(weighted, dtype=jnp.uint32)]))
+  return jnp.stack(sums) if sums else jnp.zeros((0, 2), jnp.uint32)
+
+
+def fingerprint(tree: Any) -> dict[str, list[int]]:
+  """{leaf path: [sum of its bits, position-weighted sum]} (uint32 arithmetic, wrapping).
+
+  Any single changed bit changes the plain sum; moved values change the weighted one. Computed on
+  device in one jitted pass over the arrays, whatever their sharding; the result is replicated.
+  """
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  if not leaves:
+    return {}
+  sums = np.asarray(jax.device_get(_leaf_sums([x for _, x in leaves]).addressable_shards[0].data))
+  return {_leaf_name(path): [int(a), int(b)] for (path, _), (a, b) in zip(leaves, sums)}
+
+
+def fingerprint_mismatch(recorded: dict | None, actual: dict[str, list[int]]) -> str | None:
+  """Why `actual` does not match the fingerprint a checkpoint recorded, or None when it does. Only
+  the leaves in `actual` are compared (a partial restore checks what it restored)."""
+  if recorded is None:
+    return None  # written before checkpoints carried one: nothing to compare
+  for name, sums in actual.items():
+    if name not in recorded:
+      return f"{name} has no recorded fingerprint"
+    if list(recorded[name]) != sums:
+      return f"{name} differs from what was saved (fingerprint {recorded[name]}, restored {sums})"
+  return None
 
 
 class Checkpointer:
-  """Train state plus a small JSON of the run's progress (steps, batches consumed) per step."""
+  """Train state plus a small JSON of the run's progress (steps, batches consumed, the state's
+  fingerprint) per step."""
 
   def __init__(self, directory: str, keep: int = 3, async_save: bool = True):
     if "://" not in directory:
@@ -21,45 +103,98 @@ class Checkpointer:
                                            create=True, cleanup_tmp_directories=True)
     self._manager = ocp.CheckpointManager(directory, options=options)
     self.directory = directory
+    self.damaged_directory = directory.rstrip("/") + "-damaged"
 
   def save(self, step: int, state: Any, progress: dict, force: bool = False) -> bool:
+    progress = dict(progress, **{FINGERPRINT: fingerprint(state)})  # before an async save returns
     return self._manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
                                                             progress=ocp.args.JsonSave(progress)), force=force)
 
   def steps(self) -> list[int]:
     return sorted(self._manager.all_steps())
 
-  def restore_latest(self, abstract_state: Any, step: int | None = None) -> tuple[Any, dict, int] | None:
-    """(state, progress, step) from the newest checkpoint that restores, or None when there is none.
+  def restore_latest(self, abstract_state: Any, step: int | None = None,
+                     move_damaged: bool = False) -> tuple[Any, dict, int] | None:
+    """(state, progress, step) from the newest checkpoint that restores and verifies, or None when
+    there is no checkpoint at all.
 
     `abstract_state` holds jax.ShapeDtypeStructs with the *current* shardings, so a checkpoint written
-    on another mesh or device count lands sharded for this one. A checkpoint that fails to restore
-    (written partly, or damaged) is skipped with a warning and the one before it is tried. With
-    `step`, only that checkpoint is tried.
+    on another mesh or device count lands sharded for this one. A damaged checkpoint (it fails to
+    restore, or its arrays differ from its fingerprint) is reported with a warning and the one before
+    it is tried; with `move_damaged` (training) the damaged newer ones are moved aside once a good one
+    is found, so the run can save those steps again. With `step`, only that checkpoint is tried.
+    Checkpoints exist but none is good: CheckpointError, and nothing is moved.
     """
-    for step in ([step] if step is not None else reversed(self.steps())):
-      try:
-        restored = self._manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract_state), progress=ocp.args.JsonRestore()))
-        return restored.state, dict(restored.progress), step
-      except Exception as error:  # noqa: BLE001 - any failure means: try the previous checkpoint
-        logging.warning("checkpoint %d in %s does not restore (%s: %s); trying the one before",
-                        step, self.directory, type(error).__name__, error)
-    return None
+
+    def restore(step):
+      restored = self._manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(abstract_state), progress=ocp.args.JsonRestore()))
+      progress = dict(restored.progress)
+      return (restored.state, progress, step), fingerprint_mismatch(progress.pop(FINGERPRINT, None),
+                                                                    fingerprint(restored.state))
+
+    return self._first_good(restore, step, move_damaged)
 
   def restore_params(self, abstract_params: Any, step: int | None = None) -> tuple[Any, int] | None:
-    """Only the parameters of the newest restorable checkpoint (or of `step`): what sampling and
-    fine-tuning need, whatever optimizer the run used."""
-    for step in ([step] if step is not None else reversed(self.steps())):
+    """Only the parameters of the newest good checkpoint (or of `step`): what sampling and
+    fine-tuning need, whatever optimizer the run used. Damaged checkpoints are skipped as in
+    `restore_latest`, never moved."""
+
+    def restore(step):
+      target = {"params": abstract_params}
+      restored = self._manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.PyTreeRestore(target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+                                       partial_restore=True),
+          progress=ocp.args.JsonRestore()))
+      params = restored.state["params"]
+      return (params, step), fingerprint_mismatch(restored.progress.get(FINGERPRINT),
+                                                  fingerprint({"params": params}))
+
+    return self._first_good(restore, step, move_damaged=False)
+
+  def _first_good(self, restore, step: int | None, move_damaged: bool):
+    candidates = [step] if step is not None else list(reversed(self.steps()))
+    damaged: list[tuple[int, str]] = []
+    for candidate in candidates:
       try:
-        target = {"params": abstract_params}
-        restored = self._manager.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-            target, restore_args=ocp.checkpoint_utils.construct_restore_args(target), partial_restore=True)))
-        return restored.state["params"], step
-      except Exception as error:  # noqa: BLE001 - as in restore_latest
-        logging.warning("checkpoint %d in %s does not restore (%s: %s); trying the one before",
-                        step, self.directory, type(error).__name__, error)
+        result, mismatch = restore(candidate)
+      except Exception as error:  # noqa: BLE001 - any failure to read means: damaged
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        mismatch = f"it does not restore ({type(error).__name__}: {first_line[:200]})"
+      if mismatch is None:
+        if move_damaged:
+          self._move_aside([s for s, _ in damaged])
+        return result
+      damaged.append((candidate, mismatch))
+      logging.warning("checkpoint %d in %s is damaged: %s; trying the one before", candidate, self.directory,
+                      mismatch)
+    if damaged:
+      raise CheckpointError(f"no checkpoint in {self.directory} is usable: " + "; ".join(
+          f"step {s}: {why}" for s, why in damaged))
     return None
+
+  def _move_aside(self, steps: list[int]) -> None:
+    """Damaged step folders go to `damaged_directory` (the first process moves them; all wait)."""
+    if not steps:
+      return
+    if jax.process_index() == 0:
+      from etils import epath
+
+      target_root = epath.Path(self.damaged_directory)
+      target_root.mkdir(parents=True, exist_ok=True)
+      for step in steps:
+        source = epath.Path(self.directory) / str(step)
+        target, suffix = target_root / str(step), 1
+        while target.exists():  # the same step damaged twice: keep both
+          target, suffix = target_root / f"{step}.{suffix}", suffix + 1
+        if source.exists():
+          source.rename(target)
+          logging.warning("moved damaged checkpoint %d to %s", step, target)
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils
+
+      multihost_utils.sync_global_devices("codelm: damaged checkpoints moved aside")
+    self._manager.reload()
 
   def wait(self) -> None:
     self._manager.wait_until_finished()

@@ -1,0 +1,81 @@
+"""Checkpoint fingerprints: any changed bit or moved value is seen, whatever the sharding."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from model import sharding
+from training.checkpoints import Checkpointer, fingerprint, fingerprint_mismatch
+
+
+def _tree():
+  return {"w": jnp.arange(48, dtype=jnp.float32).reshape(6, 8) / 7, "b": jnp.linspace(0, 1, 5).astype(jnp.bfloat16),
+          "step": jnp.int32(7), "mask": jnp.array([True, False, True]), "key": jax.random.key(3),
+          "big": jnp.arange(4, dtype=jnp.int64) if jax.config.jax_enable_x64 else jnp.arange(4, dtype=jnp.uint32)}
+
+
+def _flip_bit(x, index, bit):
+  """`x` with one bit of one element inverted (through its raw bits)."""
+  if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+    data = np.array(jax.random.key_data(x))
+    data.reshape(-1)[index] ^= np.uint32(1 << bit)
+    return jax.random.wrap_key_data(jnp.asarray(data))
+  raw = np.array(x).copy()
+  view = raw.reshape(-1).view(np.uint8) if raw.dtype != np.bool_ else raw.reshape(-1)
+  if raw.dtype == np.bool_:
+    view[index] = not view[index]
+  else:
+    view[index * raw.itemsize + bit // 8] ^= np.uint8(1 << (bit % 8))
+  return jnp.asarray(raw, dtype=x.dtype)
+
+
+def test_any_flipped_bit_changes_exactly_its_leaf():
+  tree = _tree()
+  base = fingerprint(tree)
+  assert set(base) == set(tree)
+  rng = np.random.default_rng(0)
+  for name, x in tree.items():
+    size = 2 if name == "key" else max(1, int(np.prod(x.shape)))
+    for _ in range(5):
+      index = int(rng.integers(size))
+      bit = 0 if x.dtype == jnp.bool_ else int(rng.integers(8 * (4 if name == "key" else x.dtype.itemsize)))
+      changed = dict(tree, **{name: _flip_bit(x, index, bit)})
+      after = fingerprint(changed)
+      assert [n for n in base if base[n] != after[n]] == [name], (name, index, bit)
+      assert fingerprint_mismatch(base, after).startswith(f"{name} differs from what was saved")
+
+
+def test_moved_values_change_the_weighted_sum():
+  tree = _tree()
+  swapped = np.array(tree["w"])
+  swapped[[0, 5]] = swapped[[5, 0]]
+  before, after = fingerprint(tree)["w"], fingerprint(dict(tree, w=jnp.asarray(swapped)))["w"]
+  assert before[0] == after[0] and before[1] != after[1]
+
+
+def test_the_fingerprint_does_not_depend_on_the_sharding():
+  mesh = sharding.make_mesh(2, 2, 2)
+  x = jnp.arange(8 * 16 * 4, dtype=jnp.float32).reshape(8, 16, 4) * 1.5
+  spread = jax.device_put(x, NamedSharding(mesh, PartitionSpec("data", ("fsdp", "tensor"))))
+  assert fingerprint({"x": spread}) == fingerprint({"x": x})
+
+
+def test_a_partial_restore_checks_only_what_it_restored_and_old_checkpoints_pass():
+  recorded = {"params/w": [1, 2], "opt_state/v": [3, 4]}
+  assert fingerprint_mismatch(recorded, {"params/w": [1, 2]}) is None
+  assert "no recorded fingerprint" in fingerprint_mismatch(recorded, {"params/x": [1, 2]})
+  assert fingerprint_mismatch(None, {"params/w": [5, 6]}) is None  # saved before fingerprints existed
+
+
+def test_a_saved_checkpoint_records_its_fingerprint_and_restores_verified(tmp_path):
+  tree = {"params": {"w": jnp.ones((4, 4))}, "opt_state": {"v": jnp.zeros(3)}}
+  checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
+  checkpointer.save(1, tree, {"batches": 1}, force=True)
+  checkpointer.close()
+  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+  state, progress, step = Checkpointer(str(tmp_path / "ckpt")).restore_latest(abstract)
+  assert step == 1 and progress == {"batches": 1}  # the fingerprint is checked, not handed on
+  assert fingerprint(state) == fingerprint(tree)
+  params, step = Checkpointer(str(tmp_path / "ckpt")).restore_params(abstract["params"])
+  assert step == 1 and np.array_equal(params["w"], tree["params"]["w"])
