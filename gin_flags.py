@@ -1,4 +1,5 @@
-"""T5X's command-line convention for the entry points: --gin_file=F (repeatable) and --gin.NAME=VALUE.
+"""T5X's command-line convention for the entry points: --gin_file=F (repeatable) and --gin.NAME=VALUE,
+and the checks the entry points run on the values they get, before any work.
 
 Shared by train.py and sample.py; library code never sees gin.
 """
@@ -6,10 +7,72 @@ Shared by train.py and sample.py; library code never sees gin.
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import gin
+
+
+class UsageError(ValueError):
+  """A flag, gin value or input file the user gave is wrong: the entry point prints the message and
+  exits with status 2, without a traceback (a traceback means a bug)."""
+
+
+def check_int(name: str, value: Any, minimum: int | None = None) -> int:
+  """`value` is an integer (not a bool, not 2.5) of at least `minimum`; the error names `name`."""
+  if isinstance(value, bool) or not isinstance(value, int):
+    raise UsageError(f"{name} must be an integer, got {value!r}")
+  if minimum is not None and value < minimum:
+    raise UsageError(f"{name} must be at least {minimum}, got {value}")
+  return value
+
+
+def check_float(name: str, value: Any, minimum: float | None = None, maximum: float | None = None,
+                above: float | None = None) -> float:
+  """`value` is a number (ints accepted) in [minimum, maximum] and > `above`; NaN is refused."""
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    raise UsageError(f"{name} must be a number, got {value!r}")
+  if minimum is not None and value < minimum:
+    raise UsageError(f"{name} must be at least {minimum}, got {value}")
+  if maximum is not None and value > maximum:
+    raise UsageError(f"{name} must be at most {maximum}, got {value}")
+  if above is not None and value <= above:
+    raise UsageError(f"{name} must be greater than {above}, got {value}")
+  return float(value)
+
+
+def check_writable_file(name: str, path: str) -> None:
+  """A file `path` can be created or appended to: its folder exists and is writable, and it is not a
+  folder itself. Nothing is created. URLs are left to the storage layer."""
+  if "://" in path:
+    return
+  folder = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise UsageError(f"{name}: {path} is a folder, not a file")
+  if not os.path.isdir(folder):
+    raise UsageError(f"{name}: the folder {folder} does not exist")
+  if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+    raise UsageError(f"{name}: {path} is not writable")
+
+
+def check_writable_dir(name: str, path: str) -> None:
+  """A folder that exists and is writable, or can be created (its nearest existing parent is)."""
+  if "://" in path:
+    return
+  path = os.path.abspath(path)
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise UsageError(f"{name}: {path} exists and is not a folder")
+  existing = path
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+    raise UsageError(f"{name}: cannot write under {existing}")
+
+
+def message(error: BaseException) -> str:
+  """An error's message without the line gin adds to errors raised inside a configurable."""
+  return str(error).split("\n  In call to configurable")[0]
 
 
 def parse_flags(argv: Sequence[str], description: str | None = None,
@@ -37,14 +100,20 @@ def parse_flags(argv: Sequence[str], description: str | None = None,
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
   """Files, then flag bindings. gin itself rejects unknown configurables and parameters; a flag that
   sets a MACRO no file defines (a typo such as TRAIN_STEP) is rejected here, naming it."""
-  gin.parse_config_files_and_bindings(gin_files, [], finalize_config=False)
+  try:
+    gin.parse_config_files_and_bindings(gin_files, [], finalize_config=False)
+  except (ValueError, OSError) as error:  # gin's unknown configurable / parameter, a missing file
+    raise UsageError(f"{', '.join(gin_files)}: {error}") from None
   for binding in bindings:
     name = binding.split("=", 1)[0].strip()
     if "." not in name and "/" not in name:
       try:
         gin.query_parameter(f"%{name}")
       except ValueError:
-        raise ValueError(f"--gin.{name}: no gin file defines the macro {name}") from None
-  gin.parse_config_files_and_bindings([], bindings, finalize_config=True)
+        raise UsageError(f"--gin.{name}: no gin file defines the macro {name}") from None
+  try:
+    gin.parse_config_files_and_bindings([], bindings, finalize_config=True)
+  except (ValueError, SyntaxError) as error:
+    raise UsageError(f"--gin. bindings: {error}") from None
 
 

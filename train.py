@@ -11,6 +11,7 @@ MODEL_DIR/config.gin, figures to MODEL_DIR/metrics.jsonl, TensorBoard and MODEL_
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -25,8 +26,9 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 import gin_flags
+from gin_flags import UsageError, check_float, check_int, check_writable_dir
 from model import sharding
-from model.config import get_config
+from model.config import SIZES, get_config
 from model.summary import flops_per_token
 from model.transformer import Decoder
 from objectives.languages import LANGUAGES
@@ -35,7 +37,8 @@ from objectives.ul2 import UL2Config
 from objectives.vocab import get_vocabulary
 from training import data
 from training.distributed import maybe_initialize_distributed
-from training.checkpoints import Checkpointer, abstract_with_shardings
+from training.checkpoints import CheckpointError, Checkpointer, abstract_with_shardings
+from sampling.jsonl import OutputLocked, exclusive_output
 from training.metrics import MetricsWriter
 from training.run_info import write_run_info
 from training.optimizer import adafactor, rsqrt_schedule
@@ -71,11 +74,24 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
           log_every: int = 50, checkpoint_every: int = 1000, keep_checkpoints: int = 3,
           eval_every: int = 0, eval_batches: int = 4, init_from: str | None = None,
           gin_config_str: str = "") -> dict:
-  """Trains until train_steps; returns the last logged metrics."""
+  """Trains until train_steps; returns the last logged metrics. One train.py per MODEL_DIR: the first
+  process holds MODEL_DIR/train.lock while it runs, and a second run there refuses at once."""
+  arguments = dict(locals())
+  check_arguments(arguments)
+  os.makedirs(model_dir, exist_ok=True)
+  with exclusive_output(os.path.join(model_dir, "train"), "train.py", f"MODEL_DIR {model_dir}") if jax.process_index() == 0 \
+      else contextlib.nullcontext():
+    return _train(**arguments)
+
+
+def _train(*, model_dir, model_size, corpus_dir, vocab_path, mixture_or_task_name, task_feature_lengths,
+           batch_size, train_steps, base_learning_rate, warmup_fraction, z_loss, clip_global_norm, microbatches,
+           mesh_shape, model_overrides, ul2_config, seed, log_every, checkpoint_every, keep_checkpoints,
+           eval_every, eval_batches, init_from, gin_config_str) -> dict:
+  """train() once its arguments are checked and MODEL_DIR is this run's."""
   sequence_length = max(task_feature_lengths.values())
   vocab_path = vocab_path or os.path.join(corpus_dir, "spm.model")
   primary = jax.process_index() == 0
-  os.makedirs(model_dir, exist_ok=True)
   if primary and gin_config_str:
     with open(os.path.join(model_dir, "config.gin"), "w") as f:
       f.write(gin_config_str)
@@ -102,7 +118,8 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
   checkpointer = Checkpointer(os.path.join(model_dir, "checkpoints"), keep=keep_checkpoints)
   writer = MetricsWriter(model_dir, primary)
   with sharding.activation_sharding(mesh):
-    restored = checkpointer.restore_latest(abstract_with_shardings(abstract, shardings))
+    # Damaged newer checkpoints are moved aside, so this run trains past their steps again.
+    restored = checkpointer.restore_latest(abstract_with_shardings(abstract, shardings), move_damaged=True)
     if restored:
       state, progress, start = restored
       print(f"resumed from step {start} in {checkpointer.directory}", flush=True)
@@ -113,7 +130,7 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
         source = Checkpointer(init_from, async_save=False)
         found = source.restore_latest(abstract_with_shardings(abstract, shardings))
         if found is None:
-          raise FileNotFoundError(f"train.init_from: no checkpoint restores from {init_from!r}")
+          raise UsageError(f"train.init_from: no checkpoint in {init_from!r}")
         state = state.replace(params=found[0].params)
         source.close()
         print(f"initialised parameters from {init_from} step {found[2]}", flush=True)
@@ -155,9 +172,11 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
           loss = metrics["loss"]
           bad = {k: float(metrics[k]) for k in ("loss", "grad_norm", "param_norm") if not math.isfinite(float(metrics[k]))}
           if bad:
-            raise FloatingPointError(
-                f"non-finite {', '.join(f'{k} {v}' for k, v in bad.items())} at step {step}: stopped without "
-                f"saving; the last good checkpoint (step {max(checkpointer.steps(), default=None)}) is intact")
+            newest = max(checkpointer.steps(), default=None)
+            kept = (f"the newest checkpoint, step {newest}, is kept (a rerun verifies it before resuming)"
+                    if newest is not None else "no checkpoint had been written yet")
+            raise FloatingPointError(f"non-finite {', '.join(f'{k} {v}' for k, v in bad.items())} at step "
+                                     f"{step}: stopped without saving; {kept}")
           elapsed = time.perf_counter() - window_start
           tokens_per_s = window_tokens / max(elapsed, 1e-9)
           steps_per_s = (step - run_start_step) / max(time.perf_counter() - run_start, 1e-9)
@@ -195,14 +214,53 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
   return last
 
 
+def check_arguments(arguments: dict) -> None:
+  """Every gin value of train() by type and range, before anything is read or written."""
+  a = arguments
+  for name in ("model_dir", "corpus_dir", "mixture_or_task_name", "model_size"):
+    if not isinstance(a[name], str) or not a[name]:
+      raise UsageError(f"train.{name} must be a non-empty string, got {a[name]!r}")
+  if a["model_size"] not in SIZES:
+    raise UsageError(f"train.model_size: unknown size {a['model_size']!r}; choose one of {', '.join(SIZES)}")
+  for name in ("vocab_path", "init_from"):
+    if a[name] is not None and (not isinstance(a[name], str) or not a[name]):
+      raise UsageError(f"train.{name} must be a path or None, got {a[name]!r}")
+  lengths = a["task_feature_lengths"]
+  if not isinstance(lengths, dict) or not lengths:
+    raise UsageError(f"train.task_feature_lengths must be a dict such as {{'inputs': 1024, 'targets': 1024}}, "
+                     f"got {lengths!r}")
+  for feature, length in lengths.items():
+    check_int(f"train.task_feature_lengths[{feature!r}]", length, 1)
+  for name in ("batch_size", "train_steps", "microbatches", "log_every", "checkpoint_every", "keep_checkpoints",
+               "eval_batches"):
+    check_int(f"train.{name}", a[name], 1)
+  check_int("train.eval_every", a["eval_every"], 0)
+  check_int("train.seed", a["seed"])
+  if a["batch_size"] % a["microbatches"]:
+    raise UsageError(f"train.batch_size {a['batch_size']} is not a multiple of train.microbatches "
+                     f"{a['microbatches']}")
+  check_float("train.base_learning_rate", a["base_learning_rate"], above=0)
+  check_float("train.warmup_fraction", a["warmup_fraction"], 0, 1)
+  check_float("train.z_loss", a["z_loss"], 0)
+  if a["clip_global_norm"] is not None:
+    check_float("train.clip_global_norm", a["clip_global_norm"], above=0)
+  shape = a["mesh_shape"]
+  if not isinstance(shape, (tuple, list)) or len(shape) != 3:
+    raise UsageError(f"train.mesh_shape must be (data, fsdp, tensor), got {shape!r}")
+  for axis, size in zip(("data", "fsdp", "tensor"), shape):
+    if check_int(f"train.mesh_shape {axis}", size, -1) == 0:
+      raise UsageError(f"train.mesh_shape {axis} must be positive or -1 (the rest), got 0")
+  check_writable_dir("train.model_dir", a["model_dir"])
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
   gin_files, bindings = gin_flags.parse_flags(sys.argv[1:] if argv is None else argv, __doc__)
   maybe_initialize_distributed()
-  gin_flags.parse_gin(gin_files, bindings)
   try:
+    gin_flags.parse_gin(gin_files, bindings)
     return train(gin_config_str=gin.config_str())
-  except FloatingPointError as error:
-    sys.exit(f"train.py: {error}")
+  except (FloatingPointError, UsageError, CheckpointError, OutputLocked) as error:
+    sys.exit(f"train.py: {gin_flags.message(error)}")
 
 
 if __name__ == "__main__":
