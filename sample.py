@@ -25,6 +25,7 @@ pair is one prompt: BabelCode reuses qids across languages.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import os
@@ -36,19 +37,33 @@ import gin
 import numpy as np
 
 import gin_flags
-from sampling.jsonl import read_jsonl
+from gin_flags import UsageError, check_float, check_int, check_writable_file
+from sampling.jsonl import OutputLocked, exclusive_output, parse_line, read_jsonl
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
 
 def read_prompts(path: str) -> list[dict]:
-  """Parsed prompt records; a malformed line is an error naming the file and line."""
-  prompts = []
+  """Parsed prompt records, all checked before any sampling: a line that is not UTF-8 or JSON, a
+  field of the wrong type or a second prompt for one (qid, language) is an error naming file:line."""
+  prompts, first_line = [], {}
   for number, record in read_jsonl(path):
+    where = f"{path}:{number}"
     missing = [k for k in ("qid", "language", "prompt") if k not in record]
     if missing:
-      raise ValueError(f"{path}:{number}: a prompt needs qid, language and prompt; missing {missing}")
+      raise ValueError(f"{where}: a prompt needs qid, language and prompt; missing {missing}")
+    if isinstance(record["qid"], bool) or not isinstance(record["qid"], (str, int)):
+      raise ValueError(f"{where}: qid must be a string or an integer, got {json.dumps(record['qid'])[:40]}")
+    if not isinstance(record["language"], str) or not record["language"]:
+      raise ValueError(f"{where}: language must be a non-empty string, got {json.dumps(record['language'])[:40]}")
+    if not isinstance(record["prompt"], str):
+      raise ValueError(f"{where}: prompt must be a string, got {type(record['prompt']).__name__}")
     if "stop" in record and not (isinstance(record["stop"], list) and all(isinstance(s, str) for s in record["stop"])):
-      raise ValueError(f"{path}:{number}: stop must be a list of strings")
+      raise ValueError(f"{where}: stop must be a list of strings")
+    key = prompt_key(record)
+    if key in first_line:
+      raise ValueError(f"{where}: a second prompt for qid {key[0]!r} in {key[1]} (the first is on line "
+                       f"{first_line[key]}); each (qid, language) is one prompt")
+    first_line[key] = number
     prompts.append(record)
   return prompts
 
@@ -60,24 +75,34 @@ def prompt_key(record: dict) -> tuple[str, str]:
 
 def completed_prompts(path: str, num_samples: int) -> set[tuple[str, str]]:
   """(qid, language) pairs with all their samples in `path`. A run killed mid-write can leave a torn
-  line or part of a prompt's samples: those lines are dropped (the file rewritten atomically) so the
-  prompt is redone and every (qid, language, sample_id) appears exactly once."""
+  line or part of a prompt's samples, and a file written twice over (before runs took a lock) holds
+  some samples twice: those lines are dropped (the file rewritten atomically) so that every
+  (qid, language, sample_id) appears exactly once and incomplete prompts are redone."""
   if not os.path.exists(path):
     return set()
-  records = []
-  with open(path, encoding="utf-8") as f:
+  records, total = [], 0
+  with open(path, "rb") as f:
     for line in f:
+      total += 1
       try:
-        records.append((line if line.endswith("\n") else line + "\n", json.loads(line)))
-      except json.JSONDecodeError:
+        record = parse_line(line, path)
+        key = (*prompt_key(record), record["sample_id"])
+        hash(key)
+      except (ValueError, KeyError, TypeError):
         continue
+      records.append((line if line.endswith(b"\n") else line + b"\n", record, key))
+  seen, unique = set(), []
+  for line, record, key in records:
+    if key not in seen:
+      seen.add(key)
+      unique.append((line, record))
   counts: dict[tuple[str, str], int] = {}
-  for _, record in records:
+  for _, record in unique:
     counts[prompt_key(record)] = counts.get(prompt_key(record), 0) + 1
   complete = {key for key, n in counts.items() if n >= num_samples}
-  kept = [line for line, record in records if prompt_key(record) in complete]
-  if len(kept) != sum(1 for _ in open(path, encoding="utf-8")):
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+  kept = [line for line, record in unique if prompt_key(record) in complete]
+  if len(kept) != total:
+    with open(path + ".tmp", "wb") as f:
       f.writelines(kept)
     os.replace(path + ".tmp", path)
   return complete
@@ -88,9 +113,19 @@ def batches(items: list, size: int) -> Iterator[list]:
     yield items[start:start + size]
 
 
-def load_sampler(model_dir: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
-  """A Sampler for the newest checkpoint of a run (or a specific `…/checkpoints/STEP` folder), its
-  parameters laid out on a (data, fsdp, tensor) mesh of every device by training's rules."""
+def split_checkpoint(checkpoint: str) -> tuple[str, int | None]:
+  """(MODEL_DIR, step) of --checkpoint: a train.py MODEL_DIR (step None: the newest good one), or
+  MODEL_DIR/checkpoints/STEP."""
+  name = os.path.basename(os.path.normpath(checkpoint))
+  if name.isdigit():
+    return os.path.dirname(os.path.dirname(os.path.normpath(checkpoint))), int(name)
+  return checkpoint, None
+
+
+def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
+  """A Sampler for the newest good checkpoint of a run (or a specific `…/checkpoints/STEP` folder),
+  its parameters laid out on a (data, fsdp, tensor) mesh of every device by training's rules. A
+  damaged checkpoint is skipped with a warning naming its step and why (and left where it is)."""
 
   from model import sharding
   from model.transformer import Decoder
@@ -101,24 +136,46 @@ def load_sampler(model_dir: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   from training.run_info import read_run_info
   from training.step import state_shardings
 
-  step = None
-  if os.path.basename(os.path.normpath(model_dir)).isdigit():  # MODEL_DIR/checkpoints/STEP
-    step = int(os.path.basename(os.path.normpath(model_dir)))
-    model_dir = os.path.dirname(os.path.dirname(os.path.normpath(model_dir)))
+  model_dir, step = split_checkpoint(checkpoint)
   config, vocab_path = read_run_info(model_dir)
+  directory = os.path.join(model_dir, "checkpoints")
+  if "://" not in directory and not os.path.isdir(directory):
+    raise FileNotFoundError(f"no checkpoint in {model_dir}: {directory} does not exist (has the run saved one?)")
   model, vocabulary = Decoder(config), get_vocabulary(vocab_path)
   mesh = sharding.make_mesh(*mesh_shape)
   abstract, shardings = state_shardings(model, adafactor(0.01), mesh)  # only the params part is used
-  checkpointer = Checkpointer(os.path.join(model_dir, "checkpoints"), async_save=False)
-  if step is not None and step not in checkpointer.steps():
-    raise FileNotFoundError(f"no checkpoint {step} in {model_dir}/checkpoints (have {checkpointer.steps()})")
-  restored = checkpointer.restore_params(abstract_with_shardings(abstract.params, shardings.params), step=step)
-  checkpointer.close()
+  checkpointer = Checkpointer(directory, async_save=False)
+  try:
+    if step is not None and step not in checkpointer.steps():
+      raise FileNotFoundError(f"no checkpoint {step} in {directory} (have {checkpointer.steps()})")
+    restored = checkpointer.restore_params(abstract_with_shardings(abstract.params, shardings.params), step=step)
+  finally:
+    checkpointer.close()
   if restored is None:
-    raise FileNotFoundError(f"no checkpoint restores from {model_dir}/checkpoints")
+    raise FileNotFoundError(f"no checkpoint in {directory} (has the run saved one?)")
   params, step = restored
   end_ids = [vocabulary.tokenizer.piece_to_id(EOD_TOKEN), vocabulary.eos_id]
   return Sampler(model, params, vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), end_ids, mesh=mesh), step
+
+
+def check_sampling_arguments(a: dict) -> None:
+  """sample()'s values by type and range (each named as its flag), before anything is loaded."""
+  for name in ("checkpoint", "prompts", "output"):
+    if not isinstance(a[name], str) or not a[name]:
+      raise UsageError(f"--{name} must be a path, got {a[name]!r}")
+  for name in ("num_samples", "max_decode_length", "batch_size", "chunk_length"):
+    check_int(f"--{name}", a[name], 1)
+  check_int("--top_k", a["top_k"], 0)
+  check_int("--seed", a["seed"])
+  check_int("--show", a["show"], 0)
+  check_float("--temperature", a["temperature"], 0)
+  check_float("--top_p", a["top_p"], maximum=1, above=0)
+  shape = a["mesh_shape"]
+  if (not isinstance(shape, (tuple, list)) or len(shape) != 3
+      or any(isinstance(n, bool) or not isinstance(n, int) or n == 0 or n < -1 for n in shape)):
+    raise UsageError(f"sample.mesh_shape must be (data, fsdp, tensor) of positive sizes or -1, got {shape!r}")
+  if not os.path.isfile(a["prompts"]):
+    raise UsageError(f"--prompts: {a['prompts']} is not a file")
 
 
 @gin.configurable("sample", module="codelm")
@@ -132,56 +189,67 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
 
   from sampling.sampler import SamplingConfig
   from sampling.stops import default_stops
+  from training.run_info import read_run_info
 
+  check_sampling_arguments(locals())
   config = SamplingConfig(temperature, top_p, top_k, max_decode_length, chunk_length)
   records = read_prompts(prompts)
+  run_config = read_run_info(split_checkpoint(checkpoint)[0])[0]
+  if max_decode_length >= run_config.max_length:
+    raise UsageError(f"--max_decode_length {max_decode_length} leaves no room for a prompt: the model's "
+                     f"context is {run_config.max_length} tokens")
   primary = jax.process_index() == 0
-  # The first host decides what is left (other hosts may not see the output file) and tells the rest.
-  done = completed_prompts(output, num_samples) if primary else set()
-  left = [prompt_key(p) not in done for p in records]
-  if jax.process_count() > 1:
-    left = multihost_utils.broadcast_one_to_all(np.asarray(left, bool)).tolist()
-  todo = [p for p, keep in zip(records, left) if keep]
   if primary:
-    print(f"{len(records)} prompts, {len(records) - len(todo)} already complete in {output}", flush=True)
-  if not todo:
-    return 0
-  sampler, step = load_sampler(checkpoint, mesh_shape)
-  max_prompt = sampler.model.config.max_length - max_decode_length
-  start, samples, tokens = time.perf_counter(), 0, 0
-  from tqdm import tqdm
+    check_writable_file("--output", output)
+  with contextlib.ExitStack() as stack:
+    if primary:  # one writer per output file: a second run refuses at once, naming this one
+      stack.enter_context(exclusive_output(output, "sample.py"))
+    # The first host decides what is left (other hosts may not see the output file) and tells the rest.
+    done = completed_prompts(output, num_samples) if primary else set()
+    left = [prompt_key(p) not in done for p in records]
+    if jax.process_count() > 1:
+      left = multihost_utils.broadcast_one_to_all(np.asarray(left, bool)).tolist()
+    todo = [p for p, keep in zip(records, left) if keep]
+    if primary:
+      print(f"{len(records)} prompts, {len(records) - len(todo)} already complete in {output}", flush=True)
+    if not todo:
+      return 0
+    sampler, step = load_sampler(checkpoint, mesh_shape)
+    max_prompt = sampler.model.config.max_length - max_decode_length
+    start, samples, tokens = time.perf_counter(), 0, 0
+    from tqdm import tqdm
 
-  with tqdm(total=len(todo) * num_samples, unit="sample", desc=f"sampling (step {step})", disable=not primary) as bar:
-    for index, group in enumerate(batches(todo, batch_size)):
-      stops = [p.get("stop", list(default_stops(p["language"]))) for p in group]
-      results = sampler.sample([p["prompt"] for p in group], num_samples, config,
-                               seed=seed * 1_000_003 + index, stops=stops)
-      lines = []
-      for prompt, completions in zip(group, results):
-        truncated = sampler.encode_prompt(prompt["prompt"], max_prompt)[1]
-        for sample_id, completion in enumerate(completions):
-          record = {k: v for k, v in prompt.items() if k not in ("prompt", "stop")}
-          record.update(qid=prompt["qid"], language=prompt["language"], sample_id=sample_id,
-                        code=completion.text, finish_reason=completion.finish_reason,
-                        num_tokens=completion.num_tokens)
-          if truncated:
-            record["prompt_truncated"] = True
-          lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-          tokens += completion.num_tokens
-      if primary:
-        with open(output, "a", encoding="utf-8") as f:  # one write per batch of whole prompts
-          f.write("".join(lines))
-          f.flush()
-          os.fsync(f.fileno())
-      samples += len(lines)
-      elapsed = time.perf_counter() - start
-      bar.update(len(lines))
-      bar.set_postfix(samples_per_s=f"{samples / elapsed:.1f}", tokens_per_s=f"{tokens / elapsed:.0f}")
-  if primary:
-    print(f"wrote {samples} samples to {output}", flush=True)
-    if show:
-      show_samples(output, {prompt_key(p): p["prompt"] for p in todo}, show)
-  return samples
+    with tqdm(total=len(todo) * num_samples, unit="sample", desc=f"sampling (step {step})", disable=not primary) as bar:
+      for index, group in enumerate(batches(todo, batch_size)):
+        stops = [p.get("stop", list(default_stops(p["language"]))) for p in group]
+        results = sampler.sample([p["prompt"] for p in group], num_samples, config,
+                                 seed=seed * 1_000_003 + index, stops=stops)
+        lines = []
+        for prompt, completions in zip(group, results):
+          truncated = sampler.encode_prompt(prompt["prompt"], max_prompt)[1]
+          for sample_id, completion in enumerate(completions):
+            record = {k: v for k, v in prompt.items() if k not in ("prompt", "stop")}
+            record.update(qid=prompt["qid"], language=prompt["language"], sample_id=sample_id,
+                          code=completion.text, finish_reason=completion.finish_reason,
+                          num_tokens=completion.num_tokens)
+            if truncated:
+              record["prompt_truncated"] = True
+            lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+            tokens += completion.num_tokens
+        if primary:
+          with open(output, "a", encoding="utf-8") as f:  # one write per batch of whole prompts
+            f.write("".join(lines))
+            f.flush()
+            os.fsync(f.fileno())
+        samples += len(lines)
+        elapsed = time.perf_counter() - start
+        bar.update(len(lines))
+        bar.set_postfix(samples_per_s=f"{samples / elapsed:.1f}", tokens_per_s=f"{tokens / elapsed:.0f}")
+    if primary:
+      print(f"wrote {samples} samples to {output}", flush=True)
+      if show:
+        show_samples(output, {prompt_key(p): p["prompt"] for p in todo}, show)
+    return samples
 
 
 def _flags_parser() -> argparse.ArgumentParser:
@@ -224,9 +292,16 @@ def main(argv: Sequence[str] | None = None) -> int:
       parser.error(f"missing {', '.join('--' + n for n in missing)}")
     return sample(**flags)
   except FileNotFoundError as error:
-    parser.error(f"--checkpoint: {error}" if "checkpoint" in str(error) else str(error))
-  except ValueError as error:
-    parser.error(str(error))
+    text = gin_flags.message(error)
+    parser.error(f"--checkpoint: {text}" if "checkpoint" in text or "run.json" in text else text)
+  except (ValueError, OutputLocked) as error:  # UsageError, a malformed prompts line, a held output
+    parser.error(gin_flags.message(error))
+  except RuntimeError as error:
+    from training.checkpoints import CheckpointError
+
+    if not isinstance(error, CheckpointError):
+      raise
+    parser.error(f"--checkpoint: {gin_flags.message(error)}")
   finally:
     gin.clear_config()
 

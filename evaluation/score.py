@@ -36,6 +36,7 @@ from evaluation import execution, typed
 from evaluation.judge import Case, Status, judge
 from evaluation.languages import MODULES, NOT_EVALUATED, get
 from evaluation.passk import mean_pass_at_k
+from sampling.jsonl import OutputLocked, exclusive_output, parse_line
 from objectives.languages import BY_NAME, LANGUAGES
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -98,15 +99,17 @@ def read_predictions(path: str, questions: Mapping[str, typed.Question]
   aliases = {qid.rsplit("/", 1)[-1]: qid for qid in questions}
   predictions, invalid, seen = [], [], set()
   count: collections.Counter = collections.Counter()
-  with open(path, encoding="utf-8", errors="replace") as f:
+  with open(path, "rb") as f:
     for number, line in enumerate(f, 1):
       if not line.strip():
         continue
       where = f"{path}:{number}"
       try:
-        record = json.loads(line)
-        if not isinstance(record, dict):
-          raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+        record = parse_line(line, where)
+      except ValueError as error:
+        invalid.append(str(error))
+        continue
+      try:
         missing = [k for k in ("qid", "language", "code") if k not in record]
         if missing:
           raise ValueError(f"a prediction needs qid, language and code; missing {missing}")
@@ -125,9 +128,6 @@ def read_predictions(path: str, questions: Mapping[str, typed.Question]
         if (language, qid, sample_id) in seen:
           raise ValueError(f"a second prediction for {language} {qid} sample {sample_id!r}")
         count[(language, qid)] += 1
-      except json.JSONDecodeError as error:
-        invalid.append(f"{where}: not valid JSON ({error.msg})")
-        continue
       except ValueError as error:
         invalid.append(f"{where}: {error}")
         continue
@@ -225,46 +225,47 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
       if lacking:
         missing_toolchain[name] = f"missing {', '.join(lacking)}; run `make toolchains`"
   runnable = [n for n in wanted if n in present and n not in missing_toolchain and n not in NOT_EVALUATED]
-  mine = [p for p in predictions if p.language in runnable]
   os.makedirs(output_dir, exist_ok=True)
   results_path = os.path.join(output_dir, "results.jsonl")
-  results = read_results(results_path)
-  todo = [p for p in mine if results.get(p.key, {}).get("code_sha1") != p.code_sha1]
-  failures: list[str] = []
-  pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
-  try:
-    with open(results_path, "a", encoding="utf-8") as out, \
-         tqdm(total=len(todo), unit="prog", desc="scoring", disable=not progress,
-              smoothing=0.05) as bar:
-      futures = {pool.submit(score_one, p, questions[p.qid], limits): p for p in todo}
-      for future in concurrent.futures.as_completed(futures):
-        p = futures[future]
-        try:
-          record = future.result()
-        except Exception as error:  # noqa: BLE001 - one prediction never stops the others
-          failures.append(f"{predictions_path}:{p.line}: {p.language} {p.qid} sample "
-                          f"{p.sample_id!r} could not be scored: {type(error).__name__}: {error}")
+  with exclusive_output(results_path, "evaluation.score"):  # one scorer per output folder at a time
+    mine = [p for p in predictions if p.language in runnable]
+    results = read_results(results_path)
+    todo = [p for p in mine if results.get(p.key, {}).get("code_sha1") != p.code_sha1]
+    failures: list[str] = []
+    pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
+    try:
+      with open(results_path, "a", encoding="utf-8") as out, \
+           tqdm(total=len(todo), unit="prog", desc="scoring", disable=not progress,
+                smoothing=0.05) as bar:
+        futures = {pool.submit(score_one, p, questions[p.qid], limits): p for p in todo}
+        for future in concurrent.futures.as_completed(futures):
+          p = futures[future]
+          try:
+            record = future.result()
+          except Exception as error:  # noqa: BLE001 - one prediction never stops the others
+            failures.append(f"{predictions_path}:{p.line}: {p.language} {p.qid} sample "
+                            f"{p.sample_id!r} could not be scored: {type(error).__name__}: {error}")
+            bar.update()
+            continue
+          out.write(json.dumps(record) + "\n")  # one write per line: a kill tears at most the last
+          out.flush()
+          results[p.key] = record
           bar.update()
-          continue
-        out.write(json.dumps(record) + "\n")  # one write per line: a kill tears at most the last
-        out.flush()
-        results[p.key] = record
-        bar.update()
-  finally:  # on an interrupt, start no more sandboxes
-    pool.shutdown(wait=True, cancel_futures=True)
-  metrics: dict = {"benchmark": benchmark, "predictions": os.path.abspath(predictions_path),
-                   "limits": dataclasses.asdict(limits), "scored_now": len(todo) - len(failures),
-                   "languages": [], "toolchains": {}}
-  for name in runnable:
-    records = [results[p.key] for p in mine if p.language == name and p.key in results]
-    metrics[name] = language_metrics(records, ks)
-    metrics["languages"].append(name)
-    metrics["toolchains"][name] = execution.toolchain_version(get(name).toolchain)
-  metrics["not_evaluated"] = {**{n: NOT_EVALUATED[n] for n in NOT_EVALUATED}, **missing_toolchain}
-  metrics["invalid_predictions"] = invalid
-  metrics["unscored_predictions"] = failures
-  _write_json(os.path.join(output_dir, "metrics.json"), metrics)
-  return metrics
+    finally:  # on an interrupt, start no more sandboxes
+      pool.shutdown(wait=True, cancel_futures=True)
+    metrics: dict = {"benchmark": benchmark, "predictions": os.path.abspath(predictions_path),
+                     "limits": dataclasses.asdict(limits), "scored_now": len(todo) - len(failures),
+                     "languages": [], "toolchains": {}}
+    for name in runnable:
+      records = [results[p.key] for p in mine if p.language == name and p.key in results]
+      metrics[name] = language_metrics(records, ks)
+      metrics["languages"].append(name)
+      metrics["toolchains"][name] = execution.toolchain_version(get(name).toolchain)
+    metrics["not_evaluated"] = {**{n: NOT_EVALUATED[n] for n in NOT_EVALUATED}, **missing_toolchain}
+    metrics["invalid_predictions"] = invalid
+    metrics["unscored_predictions"] = failures
+    _write_json(os.path.join(output_dir, "metrics.json"), metrics)
+    return metrics
 
 
 def _write_json(path: str, value: dict) -> None:
@@ -334,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     limits = execution.Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
     metrics = score(args.predictions, args.benchmark, args.output, parse_languages(args.languages),
                     args.workers, limits, ks)
-  except (ValueError, OSError) as error:
+  except (ValueError, OSError, OutputLocked) as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
   print(summary(metrics))

@@ -1,6 +1,7 @@
 """The sampler: cached decoding, reproducibility, stop sequences, and sample.py's files."""
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -42,11 +43,18 @@ def test_greedy_with_the_cache_equals_greedy_by_recomputation(setup):
   config = SamplingConfig(temperature=0.0, max_decode_length=32, chunk_length=8)
   prompts = ["def get", "package main\n\nfunc F"]
   cached = sampler.sample(prompts, 1, config, seed=0)
+  length = 64  # every recomputation at one padded length: one compilation; causal, so padding is unseen
+
+  @jax.jit
+  def next_token(tokens, last):
+    logits, _ = model.apply({"params": params}, tokens)
+    return jnp.argmax(logits[0, last])
+
   for prompt, (completion,) in zip(prompts, cached):
     ids = [code_id] + list(vocabulary.encode(prompt))
     for _ in range(32):
-      logits, _ = model.apply({"params": params}, jnp.asarray([ids]))
-      ids.append(int(jnp.argmax(logits[0, -1])))
+      tokens = jnp.asarray([ids + [0] * (length - len(ids))])
+      ids.append(int(next_token(tokens, len(ids) - 1)))
     assert completion.num_tokens == 32 and completion.finish_reason == "length"
     assert completion.text == vocabulary.decode(ids[-32:])
 
@@ -221,3 +229,95 @@ def test_rows_split_over_devices_sample_as_on_one_device(setup):
   first = sampler.sample(prompts[:1], 4, sampled, seed=3)
   assert len({c.text for c in first[0]}) > 1
   assert [c.text for c in sampler.sample(prompts[:1], 4, sampled, seed=3)[0]] == [c.text for c in first[0]]
+
+
+def test_a_second_run_on_the_same_output_refuses_at_once_naming_the_first(trained_run, tmp_path, capsys):
+  prompts, output = tmp_path / "prompts.jsonl", str(tmp_path / "predictions.jsonl")
+  _write_prompts(prompts, [{"qid": f"q{i}", "language": "Python", "prompt": f"def f{i}():\n"} for i in range(16)])
+  argv = [f"--checkpoint={trained_run}", f"--prompts={prompts}", f"--output={output}", "--num_samples=3",
+          "--max_decode_length=24", "--batch_size=1"]
+  first = subprocess.Popen([sys.executable, "sample.py", *argv], cwd=ROOT, env=dict(os.environ, XLA_FLAGS=""),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  deadline = time.time() + 240
+  while not os.path.exists(output + ".lock") and time.time() < deadline and first.poll() is None:
+    time.sleep(0.02)
+  assert first.poll() is None, "the first run ended before the second could start"
+  with pytest.raises(SystemExit) as exit_:
+    sample_entry.main(argv)
+  assert exit_.value.code == 2
+  err = capsys.readouterr().err
+  assert f"{output} is being written by another run (sample.py, pid {first.pid} on " in err, err
+  out = first.communicate(timeout=300)[0]
+  assert first.returncode == 0, out
+  keys = [(r["qid"], r["sample_id"]) for r in map(json.loads, open(output))]
+  assert sorted(keys) == sorted((f"q{i}", s) for i in range(16) for s in range(3))
+  assert not os.path.exists(output + ".lock")  # released and removed at the end
+
+
+def test_an_output_written_twice_over_is_repaired_on_resume(tmp_path):
+  output = tmp_path / "predictions.jsonl"
+  lines = [json.dumps({"qid": q, "language": "Python", "sample_id": s, "code": ""}) + "\n"
+           for q in ("a", "b") for s in range(2)]
+  output.write_text("".join(lines + lines[:3]))  # "a" twice over, "b" with one sample repeated
+  assert sample_entry.completed_prompts(str(output), 2) == {("a", "Python"), ("b", "Python")}
+  assert output.read_text() == "".join(lines)
+
+
+def _bad_prompts(tmp_path, content: bytes):
+  path = tmp_path / "bad.jsonl"
+  path.write_bytes(content)
+  return f"--prompts={path}"
+
+
+GOOD_PROMPT = b'{"qid": "a", "language": "Python", "prompt": "x = 1\\n"}\n'
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--num_samples=0"], "--num_samples must be at least 1, got 0"),
+    (["--num_samples=-1"], "--num_samples must be at least 1, got -1"),
+    (["--max_decode_length=0"], "--max_decode_length must be at least 1, got 0"),
+    (["--max_decode_length=-5"], "--max_decode_length must be at least 1, got -5"),
+    (["--max_decode_length=100000"], "--max_decode_length 100000 leaves no room for a prompt"),
+    (["--batch_size=0"], "--batch_size must be at least 1, got 0"),
+    (["--top_p=0"], "--top_p must be greater than 0"),
+    (["--temperature=-0.5"], "--temperature must be at least 0"),
+    (["--gin.sample.num_samples='two'"], "--num_samples must be an integer, got 'two'"),
+    ([lambda t: _bad_prompts(t, GOOD_PROMPT + b'{"qid": "b", "language": null, "prompt": ""}\n')],
+     r"bad.jsonl:2: language must be a non-empty string, got null"),
+    ([lambda t: _bad_prompts(t, b'{"qid": "a", "language": "Python", "prompt": "caf\xe9"}\n')],
+     r"bad.jsonl:1: not UTF-8"),
+    ([lambda t: _bad_prompts(t, GOOD_PROMPT + b"\n" + GOOD_PROMPT)],
+     r"bad.jsonl:3: a second prompt for qid 'a' in Python \(the first is on line 1\)"),
+    ([lambda t: _bad_prompts(t, GOOD_PROMPT + b'{"qid": true, "language": "Go", "prompt": ""}\n')],
+     r"bad.jsonl:2: qid must be a string or an integer, got true"),
+    ([lambda t: f"--output={t}/missing/predictions.jsonl"], r"--output: the folder \S+missing does not exist"),
+    ([lambda t: f"--output={t}"], r"--output: \S+ is a folder, not a file"),
+    ([lambda t: f"--prompts={t}/none.jsonl"], r"--prompts: \S+none.jsonl is not a file"),
+])
+def test_bad_flags_and_prompts_are_refused_before_work_and_write_nothing(trained_run, tmp_path, capsys, flags,
+                                                                        message):
+  prompts, output = tmp_path / "prompts.jsonl", tmp_path / "predictions.jsonl"
+  prompts.write_bytes(GOOD_PROMPT)
+  flags = [flag(tmp_path) if callable(flag) else flag for flag in flags]
+  argv = [f"--checkpoint={trained_run}", f"--prompts={prompts}", f"--output={output}", "--max_decode_length=8",
+          *flags]
+  with pytest.raises(SystemExit) as exit_:
+    sample_entry.main(argv)
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and re.search(message, err), err
+  assert "Traceback" not in err and "In call to configurable" not in err
+  assert not output.exists() and not os.path.exists(f"{output}.lock")
+
+
+def test_a_run_without_a_checkpoint_is_a_clear_error(trained_run, tmp_path, capsys):
+  model_dir = tmp_path / "run"
+  model_dir.mkdir()
+  (model_dir / "run.json").write_text(open(os.path.join(trained_run, "run.json")).read())
+  prompts = tmp_path / "prompts.jsonl"
+  prompts.write_bytes(GOOD_PROMPT)
+  with pytest.raises(SystemExit) as exit_:
+    sample_entry.main([f"--checkpoint={model_dir}", f"--prompts={prompts}", f"--output={tmp_path / 'out.jsonl'}",
+                       "--max_decode_length=8"])
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and "--checkpoint: no checkpoint in" in err and "Traceback" not in err, err
+  assert sorted(os.listdir(model_dir)) == ["run.json"]  # nothing created in the run
