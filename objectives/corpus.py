@@ -7,7 +7,8 @@ r"""Builds the code corpus: source trees in, sharded TFRecords per language and 
       [other Beam options]
 
 The driver walks the trees (never following symlinks, so a symlink loop is harmless) and keeps the
-files whose name `languages.classify` recognises. An Apache Beam pipeline then reads them, drops
+files whose name `languages.classify` recognises; a path that is not valid UTF-8 (a Latin-1 file name)
+cannot be recorded and is skipped and counted as "undecodable_name". An Apache Beam pipeline then reads them, drops
 empty / too large / binary / non-UTF-8 files, exact duplicates (by sha256 of the content) and near
 duplicates (below), splits train / validation and assigns shards by the content hash, and writes each
 shard sorted by that hash (`records.write_shard`). Everything is a function of the file contents and
@@ -78,10 +79,11 @@ import tqdm
 from objectives import languages
 from objectives import records
 
-# Why a file was left out. Driver side: symlink, not_code, capped (over --max_files_per_language);
-# pipeline side: the rest. All are always reported, so stats.json has a fixed shape.
-SKIP_REASONS = ("symlink", "not_code", "capped", "unreadable", "empty", "too_large", "binary", "not_utf8",
-                "duplicate", "near_duplicate")
+# Why a file was left out. Driver side: symlink, not_code, undecodable_name (a path that is not UTF-8:
+# it could not be recorded in the corpus), capped (over --max_files_per_language); pipeline side: the
+# rest. All are always reported, so stats.json has a fixed shape.
+SKIP_REASONS = ("symlink", "not_code", "undecodable_name", "capped", "unreadable", "empty", "too_large",
+                "binary", "not_utf8", "duplicate", "near_duplicate")
 STATS_FILE = "stats.json"
 # The driver's list of files for the pipeline and the pipeline's counts, read back by the driver; removed.
 _WORK_DIR = ".corpus-work"
@@ -217,6 +219,11 @@ def scan_tree(root: str, label: str, skipped: collections.Counter,
             stack.append(entry.path)
         else:
           progress.update(1)
+          try:
+            entry.path.encode("utf-8")  # os.scandir keeps undecodable bytes as lone surrogates
+          except UnicodeEncodeError:
+            skipped["undecodable_name"] += 1
+            continue
           language = languages.classify(entry.name)
           if language is None or not entry.is_file(follow_symlinks=False):  # sockets, fifos: not code
             skipped["not_code"] += 1

@@ -1,0 +1,86 @@
+"""Property tests of the JSONL readers users feed by hand: any file either loads or is refused with
+an error naming its file and line; no reader crashes."""
+
+import json
+import os
+import re
+import tempfile
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sample as sample_entry
+from evaluation import score
+
+QUESTIONS = score.load_benchmark("humaneval")
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6)
+_fields = st.sampled_from(["qid", "language", "prompt", "stop", "code", "sample_id", "extra"])
+_records = st.dictionaries(_fields, _json_values | st.sampled_from(["Python", "HumanEval/0", "0", "Go", "x"]),
+                           max_size=6)
+_lines = st.one_of(
+    _records.map(lambda r: json.dumps(r).encode()),  # well-formed JSON, fields of any type
+    st.fixed_dictionaries({"qid": st.sampled_from(["HumanEval/0", "1", 2]),
+                           "language": st.sampled_from(["Python", "python", "Go", "Dart", "klingon"]),
+                           "prompt": st.text(max_size=10), "code": st.text(max_size=10),
+                           "sample_id": st.integers(0, 2)}).map(lambda r: json.dumps(r).encode()),
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),  # anything at all, non-UTF-8 included
+    st.sampled_from([b"", b"   ", b"[1, 2]", b"{", b'{"qid": 1e999}', b"[" * 5000 + b"]" * 5000, b"9" * 5000]),
+)
+_files = st.lists(_lines, max_size=6)
+
+
+def _write(lines: list[bytes]) -> str:
+  handle, path = tempfile.mkstemp(suffix=".jsonl")
+  with os.fdopen(handle, "wb") as f:
+    f.write(b"".join(line + b"\n" for line in lines))
+  return path
+
+
+def _names_a_line(message: str, path: str, lines: list[bytes]) -> bool:
+  match = re.match(re.escape(path) + r":(\d+): ", message)
+  return bool(match) and 1 <= int(match.group(1)) <= len(lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_files)
+def test_prompts_either_load_or_the_error_names_the_line(lines):
+  path = _write(lines)
+  try:
+    prompts = sample_entry.read_prompts(path)
+  except ValueError as error:
+    assert _names_a_line(str(error), path, lines), str(error)
+  else:
+    assert all(isinstance(p["prompt"], str) and isinstance(p["language"], str) and p["language"] for p in prompts)
+    assert len({sample_entry.prompt_key(p) for p in prompts}) == len(prompts)
+  finally:
+    os.unlink(path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_files)
+def test_predictions_load_and_every_refused_line_is_named(lines):
+  path = _write(lines)
+  try:
+    predictions, invalid = score.read_predictions(path, QUESTIONS)
+    assert all(_names_a_line(message, path, lines) for message in invalid), invalid
+    assert len(predictions) + len(invalid) == sum(1 for line in lines if line.strip())
+    assert len({p.key for p in predictions}) == len(predictions)
+  finally:
+    os.unlink(path)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_files, st.integers(1, 3))
+def test_a_resumed_output_of_any_content_is_read_without_crashing(lines, num_samples):
+  path = _write(lines)
+  try:
+    complete = sample_entry.completed_prompts(path, num_samples)
+    kept = [json.loads(line) for line in open(path, "rb")]  # what stays is valid, once each
+    assert {sample_entry.prompt_key(r) for r in kept} == complete
+    assert len({(*sample_entry.prompt_key(r), json.dumps(r["sample_id"])) for r in kept}) == len(kept)
+  finally:
+    os.unlink(path)
