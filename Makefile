@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
-# Two pytest workers: about 21 min on 2 cores where one worker takes 34 (compilers, sandboxes and
+# Two pytest workers: about 22 min on 2 cores where one worker takes 34 (compilers, sandboxes and
 # single-threaded XLA compilation leave the second core idle).
 PYTEST_WORKERS ?= 2
 test: install
