@@ -42,6 +42,15 @@ def check_float(name: str, value: Any, minimum: float | None = None, maximum: fl
   return float(value)
 
 
+def check_mesh_shape(name: str, shape: Any) -> None:
+  """(data, fsdp, tensor): three integers, each positive or -1 (the rest of the devices)."""
+  if not isinstance(shape, (tuple, list)) or len(shape) != 3:
+    raise UsageError(f"{name} must be (data, fsdp, tensor), got {shape!r}")
+  for axis, size in zip(("data", "fsdp", "tensor"), shape):
+    if check_int(f"{name} {axis}", size, -1) == 0:
+      raise UsageError(f"{name} {axis} must be positive or -1 (the rest), got 0")
+
+
 def check_writable_file(name: str, path: str) -> None:
   """A file `path` can be created or appended to: its folder exists and is writable, and it is not a
   folder itself. Nothing is created. URLs are left to the storage layer."""

@@ -37,7 +37,7 @@ import gin
 import numpy as np
 
 import gin_flags
-from gin_flags import UsageError, check_float, check_int, check_writable_file
+from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_file
 from sampling.jsonl import OutputLocked, exclusive_output, parse_line, read_jsonl
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
@@ -170,10 +170,7 @@ def check_sampling_arguments(a: dict) -> None:
   check_int("--show", a["show"], 0)
   check_float("--temperature", a["temperature"], 0)
   check_float("--top_p", a["top_p"], maximum=1, above=0)
-  shape = a["mesh_shape"]
-  if (not isinstance(shape, (tuple, list)) or len(shape) != 3
-      or any(isinstance(n, bool) or not isinstance(n, int) or n == 0 or n < -1 for n in shape)):
-    raise UsageError(f"sample.mesh_shape must be (data, fsdp, tensor) of positive sizes or -1, got {shape!r}")
+  check_mesh_shape("sample.mesh_shape", a["mesh_shape"])
   if not os.path.isfile(a["prompts"]):
     raise UsageError(f"--prompts: {a['prompts']} is not a file")
 

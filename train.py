@@ -26,7 +26,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 import gin_flags
-from gin_flags import UsageError, check_float, check_int, check_writable_dir
+from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_dir
 from model import sharding
 from model.config import SIZES, get_config
 from model.summary import flops_per_token
@@ -244,12 +244,7 @@ def check_arguments(arguments: dict) -> None:
   check_float("train.z_loss", a["z_loss"], 0)
   if a["clip_global_norm"] is not None:
     check_float("train.clip_global_norm", a["clip_global_norm"], above=0)
-  shape = a["mesh_shape"]
-  if not isinstance(shape, (tuple, list)) or len(shape) != 3:
-    raise UsageError(f"train.mesh_shape must be (data, fsdp, tensor), got {shape!r}")
-  for axis, size in zip(("data", "fsdp", "tensor"), shape):
-    if check_int(f"train.mesh_shape {axis}", size, -1) == 0:
-      raise UsageError(f"train.mesh_shape {axis} must be positive or -1 (the rest), got 0")
+  check_mesh_shape("train.mesh_shape", a["mesh_shape"])
   check_writable_dir("train.model_dir", a["model_dir"])
 
 
