@@ -184,6 +184,20 @@ def _give_slot(slot: int) -> None:
   os.close(fd)
 
 
+def survivors(uid: int) -> list[int]:
+  """The processes of a sandbox uid once its slot is free: waits for the slot's lock, since another
+  process's sandbox may be using the slot (and its uid) right now."""
+  if uid < UID_BASE:
+    return processes_of(uid)
+  os.makedirs(LOCK_DIR, mode=0o755, exist_ok=True)
+  fd = os.open(os.path.join(LOCK_DIR, str(uid - UID_BASE)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return processes_of(uid)
+  finally:
+    os.close(fd)
+
+
 def execute(program: Program, toolchain: Toolchain, limits: Limits = Limits()) -> Execution:
   """Write the program's files into a fresh sandbox, run its compile steps, then its run step."""
   lacking = missing(toolchain)

@@ -59,8 +59,14 @@ def exclusive_output(path: str, command: str, what: str | None = None) -> Iterat
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
       holder = ""
-      with contextlib.suppress(OSError):
-        holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip()
+      # The holder writes its name just after locking: give it a moment before calling it unknown.
+      deadline = time.monotonic() + 2.0
+      while True:
+        with contextlib.suppress(OSError):
+          holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip()
+        if holder or time.monotonic() > deadline:
+          break
+        time.sleep(0.02)
       os.close(fd)
       raise OutputLocked(f"{what or path} is being written by another run ({holder or 'unknown holder'}); wait for it "
                          "to finish or choose another output") from None

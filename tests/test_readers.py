@@ -84,3 +84,35 @@ def test_a_resumed_output_of_any_content_is_read_without_crashing(lines, num_sam
     assert len({(*sample_entry.prompt_key(r), json.dumps(r["sample_id"])) for r in kept}) == len(kept)
   finally:
     os.unlink(path)
+
+
+def test_a_locked_output_names_its_holder_even_when_asked_the_instant_it_was_locked(tmp_path):
+  """The holder writes its name just after taking the lock; a second writer asking in between must
+  still be told who holds it (CI once saw "unknown holder" here)."""
+  import subprocess
+  import sys
+
+  import pytest
+
+  from sampling.jsonl import OutputLocked, exclusive_output
+
+  output = str(tmp_path / "predictions.jsonl")
+  holder = subprocess.Popen(
+      [sys.executable, "-c",
+       "import fcntl, os, sys, time\n"
+       f"fd = os.open({output + '.lock'!r}, os.O_RDWR | os.O_CREAT, 0o644)\n"
+       "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+       "print('locked', flush=True)\n"
+       "time.sleep(0.5)\n"
+       "os.pwrite(fd, b'sample.py, pid 4711 on host\\n', 0)\n"
+       "sys.stdin.read()\n"],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "locked\n"
+    with pytest.raises(OutputLocked, match=r"being written by another run \(sample.py, pid 4711 on host\)"):
+      with exclusive_output(output, "sample.py"):
+        pass
+    assert os.path.exists(output + ".lock"), "the refused writer removed the holder's lock file"
+  finally:
+    holder.stdin.close()
+    holder.wait()

@@ -156,7 +156,7 @@ def test_attacks_are_contained(language, tmp_path):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
       uids = list(pool.map(attack, ATTACKS))
     if os.geteuid() == 0:
-      assert not [u for u in uids if execution.processes_of(u)], "a sandbox process survived"
+      assert not [u for u in uids if execution.survivors(u)], "a sandbox process survived"
   finally:
     stop.set()
     thread.join()
