@@ -56,11 +56,11 @@ DEMO_VOCAB_SIZE ?= 8192
 DEMO_STEPS ?= 300
 demo: install
 	@mkdir -p $(DEMO_DIR)
-	$(BIN)/python -m objectives.corpus --preset local --output $(DEMO_CORPUS)
-	$(BIN)/python -m objectives.vocab --corpus $(DEMO_CORPUS) --vocab_size $(DEMO_VOCAB_SIZE) \
+	$(BIN)/python -m data.corpus --preset local --output $(DEMO_CORPUS)
+	$(BIN)/python -m data.vocab --corpus $(DEMO_CORPUS) --vocab_size $(DEMO_VOCAB_SIZE) \
 	    --chars_per_language 2000000 --output $(DEMO_CORPUS)/spm.model
-	$(BIN)/python -m objectives.tasks --corpus $(DEMO_CORPUS) --vocab $(DEMO_CORPUS)/spm.model
-	$(BIN)/python -m objectives.mixtures --corpus $(DEMO_CORPUS) --train_steps 300 --batch_size 8 \
+	$(BIN)/python -m data.tasks --corpus $(DEMO_CORPUS) --vocab $(DEMO_CORPUS)/spm.model
+	$(BIN)/python -m data.mixtures --corpus $(DEMO_CORPUS) --train_steps 300 --batch_size 8 \
 	    --sequence_length 256 --plot $(DEMO_DIR)/mixtures.png
 	$(BIN)/python -m model.summary --size mini
 	rm -rf $(DEMO_DIR)/run $(DEMO_DIR)/predictions.jsonl

@@ -129,7 +129,7 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
 
   from model import sharding
   from model.transformer import Decoder
-  from objectives.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
+  from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
   from sampling.sampler import Sampler
   from training.checkpoints import Checkpointer, abstract_with_shardings
   from training.optimizer import adafactor

@@ -31,11 +31,11 @@ from model import sharding
 from model.config import SIZES, get_config
 from model.summary import flops_per_token
 from model.transformer import Decoder
-from objectives.languages import LANGUAGES
-from objectives.mixtures import display_name, mixture_name, register_corpus
+from data.languages import LANGUAGES
+from data.mixtures import display_name, mixture_name, register_corpus
 from objectives.ul2 import UL2Config
-from objectives.vocab import get_vocabulary
-from training import data
+from data.vocab import get_vocabulary
+from data.batches import train_batches, validation_batches
 from training.distributed import maybe_initialize_distributed
 from training.checkpoints import CheckpointError, Checkpointer, abstract_with_shardings
 from sampling.jsonl import OutputLocked, exclusive_output
@@ -140,14 +140,14 @@ def _train(*, model_dir, model_size, corpus_dir, vocab_path, mixture_or_task_nam
                       in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None),
                       donate_argnums=0)
     eval_fn = jax.jit(functools.partial(eval_step, model=model), in_shardings=(shardings.params, batch_sharding))
-    batches = data.train_batches(mixture_or_task_name, sequence_length, batch_size, seed, progress["batches"])
+    batches = train_batches(mixture_or_task_name, sequence_length, batch_size, seed, progress["batches"])
     eval_sets = {}
     if eval_every:
       # This corpus's language tasks (not whatever else this process registered under those names).
       in_corpus = set(plans[mixture_name("natural")].token_shares)
       for language in LANGUAGES:  # causal-LM loss on each language's validation split, as the paper compares
         if language.task_name in in_corpus:
-          eval_sets[language.name] = data.validation_batches(language.task_name, sequence_length, batch_size,
+          eval_sets[language.name] = validation_batches(language.task_name, sequence_length, batch_size,
                                                              eval_batches)
       eval_sets = {k: v for k, v in eval_sets.items() if v}  # languages with no validation files
 

@@ -7,7 +7,7 @@ the mixture's UL2 version (span corruption / prefix LM / causal LM, packed as pr
 Reads the corpus shards uncached (tokenising on the fly, the expensive case), packs with SeqIO's
 DecoderFeatureConverter (codelm's DecoderOnlyPrefixLMConverter for UL2), and counts target tokens
 (non-zero decoder_loss_weights) per second.
-Mixture rates come from SeqIO's cache (`python -m objectives.tasks` first), planned for the paper's
+Mixture rates come from SeqIO's cache (`python -m data.tasks` first), planned for the paper's
 1B budget (38,000 steps x 256 rows). Prints the figures and writes them as JSON.
 """
 

@@ -2,7 +2,7 @@
 
   python bench/whitespace_pieces.py --corpus CORPUS_DIR [--vocab_size 16384] [--output_dir DIR]
 
-Trains the code vocabulary twice on the same sample (objectives/vocab.py): "listed" makes runs of 2..12
+Trains the code vocabulary twice on the same sample (data/vocab.py): "listed" makes runs of 2..12
 spaces user-defined pieces; "learned" lets SentencePiece learn whitespace-only pieces itself
 (`allow_whitespace_only_pieces`), as the paper did. Prints tokens per UTF-8 byte per language on the
 validation split (train where a language has none), the whitespace-only pieces each vocabulary holds,

@@ -33,7 +33,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 
-from objectives.languages import LANGUAGES, Language
+from data.languages import LANGUAGES, Language
 from sampling.jsonl import read_jsonl
 
 GENERATION_TEMPLATE = (

@@ -37,7 +37,7 @@ from evaluation.judge import Case, Status, judge
 from evaluation.languages import MODULES, NOT_EVALUATED, get
 from evaluation.passk import mean_pass_at_k
 from sampling.jsonl import OutputLocked, exclusive_output, parse_line
-from objectives.languages import BY_NAME, LANGUAGES
+from data.languages import BY_NAME, LANGUAGES
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 BENCHMARKS = {"humaneval": os.path.join(DATA, "humaneval_typed.jsonl")}

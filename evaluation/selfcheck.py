@@ -25,7 +25,7 @@ from evaluation import execution, typed
 from evaluation.judge import Case, Status, judge
 from evaluation.languages import NOT_EVALUATED, get
 from evaluation.score import load_benchmark, parse_languages
-from objectives.languages import BY_NAME
+from data.languages import BY_NAME
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTIONS = os.path.join(ROOT, "tests", "solutions")

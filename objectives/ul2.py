@@ -27,7 +27,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from objectives import packing
+from data import packing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +175,7 @@ def added_tokens(config: UL2Config, objective: int, sizes: np.ndarray) -> np.nda
 
 
 def chunking(config: UL2Config, sequence_length: int, num_sentinels: int) -> packing.Chunking:
-  """How `ul2_objectives` cuts documents into examples (objectives/packing.py's description)."""
+  """How `ul2_objectives` cuts documents into examples (data/packing.py's description)."""
   return packing.Chunking(tuple(raw_lengths(config, sequence_length, num_sentinels)), tuple(config.rates),
                           functools.partial(added_tokens, config))
 
@@ -297,8 +297,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   """python -m objectives.ul2 --corpus CORPUS_DIR --vocab spm.model [--language python] [--length 128]"""
   import argparse
 
-  from objectives.tasks import register_tasks, register_ul2_tasks
-  from objectives.vocab import get_vocabulary
+  from data.tasks import register_tasks, register_ul2_tasks
+  from data.vocab import get_vocabulary
 
   parser = argparse.ArgumentParser(description="Print one decoded example of each UL2 objective.")
   parser.add_argument("--corpus", required=True)

@@ -2,8 +2,8 @@
 
 import os
 
-from objectives import records
-from objectives.vocab import get_vocabulary, train_vocabulary
+from data import records
+from data.vocab import get_vocabulary, train_vocabulary
 
 _WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
           for b in ("Name", "Value", "Token", "Tree", "Node", "Index", "Count", "Path", "Item", "Block")]

@@ -1,4 +1,4 @@
-"""evaluation/ablation.py: the grid, finished-cell reuse, the TPU dry run, and the tables and figures
+"""experiments/ablation.py: the grid, finished-cell reuse, the TPU dry run, and the tables and figures
 (on synthetic metrics.jsonl files); one test trains a 2 x 2 grid of 2-step runs end to end."""
 
 import csv
@@ -10,8 +10,8 @@ import shlex
 import pytest
 
 import code_corpus
-from evaluation import ablation
-from objectives import tasks
+from experiments import ablation
+from data import tasks
 
 LOSSES = {  # cell -> language -> final validation loss; Python and Go are high-resource, Rust and Haskell low
     "tiny_natural": {"python": 2.0, "go": 3.0, "rust": 4.0, "haskell": 5.0},

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from objectives import corpus
-from objectives import records
+from data import corpus
+from data import records
 
 MAX_FILE_BYTES = 4096
 
@@ -91,7 +91,7 @@ def built(tmp_path_factory):
   options = dict(validation_share=0.5, num_shards=2, max_file_bytes=MAX_FILE_BYTES)
   stats = corpus.build_corpus([str(source)], str(first), **options)
   flags = [f"--{name}={value}" for name, value in options.items()]
-  subprocess.run([sys.executable, "-m", "objectives.corpus", "--source", str(source), "--output", str(second),
+  subprocess.run([sys.executable, "-m", "data.corpus", "--source", str(source), "--output", str(second),
                   *flags], check=True, capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
   with open(second / "stats.json") as f:
     second_stats = json.load(f)
@@ -885,7 +885,7 @@ def near_built(tmp_path_factory):
   first, second, off = (tmp_path_factory.mktemp(name) for name in ("near1", "near2", "near_off"))
   stats = corpus.build_corpus([str(source)], str(first), **NEAR_OPTIONS)
   flags = [f"--{name}={value}" for name, value in NEAR_OPTIONS.items()]
-  subprocess.run([sys.executable, "-m", "objectives.corpus", "--source", str(source), "--output", str(second),
+  subprocess.run([sys.executable, "-m", "data.corpus", "--source", str(source), "--output", str(second),
                   *flags], check=True, capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
   with open(second / "stats.json") as f:
     second_stats = json.load(f)

@@ -6,7 +6,7 @@ import os
 import gin
 import pytest
 
-from objectives import mixtures
+from data import mixtures
 
 GIN_DIR = os.path.join(os.path.dirname(__file__), "..", "gin_configs")
 

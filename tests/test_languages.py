@@ -1,7 +1,7 @@
 import pytest
 
-from objectives import languages
-from objectives.languages import classify
+from data import languages
+from data.languages import classify
 
 
 @pytest.mark.parametrize("path,expected", [

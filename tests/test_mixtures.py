@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from code_corpus import _WORDS
-from objectives import mixture_shares, mixtures, packing, records, tasks, ul2
-from objectives.vocab import train_vocabulary
+from data import mixture_shares, mixtures, packing, records, tasks
+from objectives import ul2
+from data.vocab import train_vocabulary
 
 SEQ = 128
 

@@ -19,7 +19,7 @@ import code_corpus
 import sample as sample_entry
 from model.config import get_config
 from model.transformer import Decoder
-from objectives import tasks
+from data import tasks
 from sampling.sampler import Sampler, SamplingConfig
 from sampling.stops import cut_index, default_stops
 from training.step import init_params

@@ -9,7 +9,7 @@ import seqio
 
 import code_corpus
 from code_corpus import GO, LONG_PY, PY
-from objectives import mixtures, records, tasks, vocab
+from data import mixtures, records, tasks, vocab
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_missing_length_histogram_is_an_error_that_says_what_to_run(corpus, tmp_
   cache = tmp_path / "cache"
   tasks.cache_tasks(root, vocab_path, cache_dir=str(cache))
   os.remove(tasks.lengths_path(str(cache / "code_go"), "train"))
-  with pytest.raises(FileNotFoundError, match=r"lengths\.train\.json.*python -m objectives\.tasks"):
+  with pytest.raises(FileNotFoundError, match=r"lengths\.train\.json.*python -m data\.tasks"):
     tasks.load_sizes(str(cache), ["code_go"])
 
 
@@ -155,7 +155,7 @@ def test_special_piece_text_survives_the_task_pipeline(corpus, tmp_path):
 
 
 def test_validation_batches_of_an_empty_cached_split_are_empty(tmp_path):
-  from training import data
+  from data import batches
 
   root = str(tmp_path / "corpus")
   vocab_path, _ = code_corpus.build(root)
@@ -163,8 +163,8 @@ def test_validation_batches_of_an_empty_cached_split_are_empty(tmp_path):
     records.write_shard(os.path.join(root, records.shard_name("go", "validation", shard, 2)), [])
   tasks.cache_tasks(root, vocab_path)
   mixtures.register_corpus(root, vocab_path, rows=100, sequence_length=64)
-  assert data.validation_batches("code_go", 64, 4, max_batches=2) == []
-  python = data.validation_batches("code_python", 64, 4, max_batches=2)
+  assert batches.validation_batches("code_go", 64, 4, max_batches=2) == []
+  python = batches.validation_batches("code_python", 64, 4, max_batches=2)
   assert python and python[0]["decoder_input_tokens"].shape == (4, 64)
 
 

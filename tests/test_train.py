@@ -18,8 +18,8 @@ import train as train_entry
 from model import sharding
 from model.config import get_config
 from model.transformer import Decoder
-from objectives import records, tasks
-from objectives.vocab import train_vocabulary
+from data import records, tasks
+from data.vocab import train_vocabulary
 from training.checkpoints import Checkpointer, abstract_with_shardings
 from training.optimizer import adafactor
 from training.step import state_shardings

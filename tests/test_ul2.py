@@ -12,10 +12,10 @@ import seqio
 import tensorflow as tf
 
 import code_corpus
-from objectives import tasks
+from data import tasks
 from objectives.ul2 import (DecoderOnlyPrefixLMConverter, SpanCorruption, UL2Config, num_noise_tokens_and_spans,
                             prefix_lm_split, random_spans_noise_mask, raw_lengths, span_corruption, ul2_objectives)
-from objectives.vocab import MODE_TOKENS, special_token_ids
+from data.vocab import MODE_TOKENS, special_token_ids
 
 SETTINGS = ((3.0, 0.15), (32.0, 0.5))  # (mean noise span length, noise density), as in UL2Config
 EXTRA_IDS = 100

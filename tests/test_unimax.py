@@ -1,6 +1,6 @@
 import pytest
 
-from objectives.unimax import expected_epochs, natural_rates, unimax_allocation, unimax_rates
+from data.unimax import expected_epochs, natural_rates, unimax_allocation, unimax_rates
 
 
 def test_hand_worked_example():

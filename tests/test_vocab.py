@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from objectives import records, vocab
+from data import records, vocab
 
 VOCAB_SIZE, EXTRA_IDS = 600, 100
 LANGUAGES = ("python", "java", "go", "lua")
@@ -124,7 +124,7 @@ def test_round_trip_of_the_corpus(vocabulary, corpus):
 
 
 def test_literal_escape_character_decodes_as_space(vocabulary):
-  # SentencePiece's one known round-trip gap (documented in objectives/vocab.py).
+  # SentencePiece's one known round-trip gap (documented in data/vocab.py).
   assert vocabulary.decode(vocabulary.encode("a\u2581b")) == "a b"
 
 

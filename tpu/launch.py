@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+  sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tpu import common
 
@@ -37,55 +37,55 @@ WORKER_NUMBER_URL = ("http://metadata.google.internal/computeMetadata/v1/instanc
 
 
 def build_parser():
-    p = common.parser(__doc__)
-    common.add_tpu_flags(p)
-    p.add_argument("--run_name", default=None,
-                   help="names the log files (default: the local time, YYYYmmdd-HHMMSS, the same on all workers)")
-    p.add_argument("--env", action="append", default=[], type=common.env_assignment, metavar="NAME=VALUE",
-                   help="environment variable for train.py on every worker (repeatable)")
-    p.add_argument("--restart", action="store_true",
-                   help="stop a train.py still running from an earlier launch before starting")
-    p.add_argument("--program", default="train.py", choices=("train.py", "sample.py"),
-                   help="the entry point every worker runs with the args after `--` (default: train.py); "
-                        "sample.py splits its rows over the whole pod and worker 0 writes the predictions")
-    p.usage = "%(prog)s --name NAME --zone ZONE [options] -- TRAIN_ARGS..."
-    return p
+  p = common.parser(__doc__)
+  common.add_tpu_flags(p)
+  p.add_argument("--run_name", default=None,
+                 help="names the log files (default: the local time, YYYYmmdd-HHMMSS, the same on all workers)")
+  p.add_argument("--env", action="append", default=[], type=common.env_assignment, metavar="NAME=VALUE",
+                 help="environment variable for train.py on every worker (repeatable)")
+  p.add_argument("--restart", action="store_true",
+                 help="stop a train.py still running from an earlier launch before starting")
+  p.add_argument("--program", default="train.py", choices=("train.py", "sample.py"),
+                 help="the entry point every worker runs with the args after `--` (default: train.py); "
+                      "sample.py splits its rows over the whole pod and worker 0 writes the predictions")
+  p.usage = "%(prog)s --name NAME --zone ZONE [options] -- TRAIN_ARGS..."
+  return p
 
 
 def remote_command(train_args: list[str], run_name: str, env: list[str], restart: bool,
                    program: str = "train.py") -> str:
-    """The shell line every worker runs: start `program` (train.py) detached, log to ~/codelm_logs/."""
-    logs, pid = common.LOG_DIR, common.PID_FILE
-    old = f'"$(cat {pid})"'
-    if restart:
-        running = (f"kill -TERM -- -{old} 2>/dev/null || true; "
-                   f"for i in $(seq 60); do kill -0 {old} 2>/dev/null || break; sleep 1; done; "
-                   f"kill -KILL -- -{old} 2>/dev/null || true")
-    else:
-        running = (f'echo "worker $W: an earlier run is still running (pid $(cat {pid})); '
-                   f'rerun with --restart to stop it" >&2; exit 1')
-    exports = "".join(f"export {k}={shlex.quote(v)}; " for k, _, v in (e.partition("=") for e in env))
-    return (
-        f"set -e; mkdir -p {logs}; cd {common.REMOTE_DIR}; "
-        f'W=$(curl -sf -H "Metadata-Flavor: Google" {WORKER_NUMBER_URL} || hostname); '
-        f"if [ -f {pid} ] && kill -0 {old} 2>/dev/null; then {running}; fi; "
-        f"LOG={logs}/{run_name}-worker$W.log; ln -sfn \"$LOG\" {common.LATEST_LOG}; "
-        f". .venv/bin/activate; {exports}"
-        f"setsid nohup python {program} {shlex.join(train_args)} > \"$LOG\" 2>&1 < /dev/null & "
-        f"echo $! > {pid}; echo \"worker $W: started {program}, pid $!, log $LOG\""
-    )
+  """The shell line every worker runs: start `program` (train.py) detached, log to ~/codelm_logs/."""
+  logs, pid = common.LOG_DIR, common.PID_FILE
+  old = f'"$(cat {pid})"'
+  if restart:
+    running = (f"kill -TERM -- -{old} 2>/dev/null || true; "
+               f"for i in $(seq 60); do kill -0 {old} 2>/dev/null || break; sleep 1; done; "
+               f"kill -KILL -- -{old} 2>/dev/null || true")
+  else:
+    running = (f'echo "worker $W: an earlier run is still running (pid $(cat {pid})); '
+               f'rerun with --restart to stop it" >&2; exit 1')
+  exports = "".join(f"export {k}={shlex.quote(v)}; " for k, _, v in (e.partition("=") for e in env))
+  return (
+      f"set -e; mkdir -p {logs}; cd {common.REMOTE_DIR}; "
+      f'W=$(curl -sf -H "Metadata-Flavor: Google" {WORKER_NUMBER_URL} || hostname); '
+      f"if [ -f {pid} ] && kill -0 {old} 2>/dev/null; then {running}; fi; "
+      f"LOG={logs}/{run_name}-worker$W.log; ln -sfn \"$LOG\" {common.LATEST_LOG}; "
+      f". .venv/bin/activate; {exports}"
+      f"setsid nohup python {program} {shlex.join(train_args)} > \"$LOG\" 2>&1 < /dev/null & "
+      f"echo $! > {pid}; echo \"worker $W: started {program}, pid $!, log $LOG\""
+  )
 
 
 def main(argv=None) -> int:
-    p = build_parser()
-    args, train_args = common.parse_with_train_args(p, argv)
-    run_name = args.run_name or time.strftime("%Y%m%d-%H%M%S")
-    if not re.match(r"^[A-Za-z0-9_.-]+$", run_name):
-        p.error(f"argument --run_name: {run_name!r} may only contain letters, digits, '_', '.', '-'")
-    common.warn_local_model_dir(train_args)
-    remote = remote_command(train_args, run_name, args.env, args.restart, args.program)
-    return common.run_commands([common.gcloud_ssh(args.name, args.zone, args.project, remote)], args.dry_run)
+  p = build_parser()
+  args, train_args = common.parse_with_train_args(p, argv)
+  run_name = args.run_name or time.strftime("%Y%m%d-%H%M%S")
+  if not re.match(r"^[A-Za-z0-9_.-]+$", run_name):
+    p.error(f"argument --run_name: {run_name!r} may only contain letters, digits, '_', '.', '-'")
+  common.warn_local_model_dir(train_args)
+  remote = remote_command(train_args, run_name, args.env, args.restart, args.program)
+  return common.run_commands([common.gcloud_ssh(args.name, args.zone, args.project, remote)], args.dry_run)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+  sys.exit(main())

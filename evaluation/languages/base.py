@@ -52,7 +52,7 @@ class Toolchain:
 
 class Renderer:
   """Base class: one subclass per language, registered in evaluation/languages/__init__.py."""
-  name: str = ""                  # codelm's language name (objectives/languages.py): "cpp", "csharp"
+  name: str = ""                  # codelm's language name (data/languages.py): "cpp", "csharp"
   display_name: str = ""          # the paper's: "C++", "C#"
   toolchain: Toolchain
   naming: Callable[[str], str] = staticmethod(lambda name: name)  # the function's name convention

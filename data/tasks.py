@@ -6,7 +6,7 @@ sequence length are split into consecutive chunks, never truncated; the chunking
 cache placeholder, so the cache (and its token counts) holds whole files and any sequence length
 can read it.
 
-  python -m objectives.tasks --corpus CORPUS_DIR --vocab spm.model [--cache_dir DIR] [--runner ...]
+  python -m data.tasks --corpus CORPUS_DIR --vocab spm.model [--cache_dir DIR] [--runner ...]
 
 caches every language's train and validation split with SeqIO's own Beam transforms (DirectRunner by
 default; other Beam pipeline options pass through unchanged) and prints the per-task counts.
@@ -25,9 +25,9 @@ from typing import Mapping, Sequence
 import seqio
 import tensorflow as tf
 
-from objectives import records
-from objectives.languages import LANGUAGES, Language
-from objectives.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, MODE_TOKENS, get_vocabulary
+from data import records
+from data.languages import LANGUAGES, Language
+from data.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, MODE_TOKENS, get_vocabulary
 
 CACHE_SUBDIR = "cache"
 
@@ -95,7 +95,7 @@ def register_tasks(corpus_dir: str, vocabulary: seqio.Vocabulary, languages: Seq
   eod_id = vocabulary.tokenizer.piece_to_id(EOD_TOKEN)
   if code_id in (0, vocabulary.tokenizer.unk_id()) or eod_id in (0, vocabulary.tokenizer.unk_id()):
     raise ValueError(f"vocabulary {getattr(vocabulary, 'sentencepiece_model_file', '')!r} has no "
-                     f"{CODE_TOKEN} / {EOD_TOKEN} pieces; train it with `python -m objectives.vocab`")
+                     f"{CODE_TOKEN} / {EOD_TOKEN} pieces; train it with `python -m data.vocab`")
   output_features = {"targets": seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32)}
   names = []
   for language in languages:
@@ -119,7 +119,7 @@ def register_tasks(corpus_dir: str, vocabulary: seqio.Vocabulary, languages: Seq
     names.append(language.task_name)
   if not names:
     raise ValueError(f"no language has training shards under {corpus_dir!r}; build it with "
-                     "`python -m objectives.corpus`")
+                     "`python -m data.corpus`")
   return names
 
 
@@ -127,7 +127,7 @@ def register_ul2_tasks(names: Sequence[str], config=None) -> list[str]:
   """`{name}_ul2` for each registered language task: the same documents through the UL2 + causal-LM
   mixture (objectives/ul2.py) instead of plain chunking; features `inputs` and `targets`."""
   from objectives.ul2 import UL2Config, ul2_objectives
-  from objectives.vocab import special_token_ids
+  from data.vocab import special_token_ids
 
   config = config or UL2Config()
   ul2_names = []
@@ -160,7 +160,7 @@ def lengths_path(task_cache_dir: str, split: str) -> str:
 
 def load_sizes(cache_dir: str, names: Sequence[str], split: str = "train") -> dict[str, CachedSizes]:
   """Per task: documents, tokens and the document-length histogram, from the cache pass's files."""
-  rerun = "run `python -m objectives.tasks --corpus CORPUS_DIR --vocab VOCAB` to cache and count the tasks"
+  rerun = "run `python -m data.tasks --corpus CORPUS_DIR --vocab VOCAB` to cache and count the tasks"
   sizes = {}
   for name in names:
     task_dir = os.path.join(cache_dir, seqio.get_task_dir_from_name(name))
@@ -236,8 +236,8 @@ def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--corpus", required=True, help="corpus directory from `python -m objectives.corpus`")
-  parser.add_argument("--vocab", required=True, help="SentencePiece model from `python -m objectives.vocab`")
+  parser.add_argument("--corpus", required=True, help="corpus directory from `python -m data.corpus`")
+  parser.add_argument("--vocab", required=True, help="SentencePiece model from `python -m data.vocab`")
   parser.add_argument("--cache_dir", default=None, help="default: CORPUS/cache")
   parser.add_argument("--extra_ids", type=int, default=DEFAULT_EXTRA_IDS)
   args, pipeline_args = parser.parse_known_args(argv)

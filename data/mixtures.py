@@ -1,6 +1,6 @@
 """Natural and UniMax (N = 1..4) mixtures over the language tasks, declared in document tokens.
 
-  python -m objectives.mixtures --corpus CORPUS_DIR --train_steps 38000 --batch_size 256 \
+  python -m data.mixtures --corpus CORPUS_DIR --train_steps 38000 --batch_size 256 \
       --sequence_length 2048 [--plot mixtures.png] [--measure 20000]
 
 The unit. A language's share is its share of **document tokens** (the tokens of `[code]` file
@@ -12,7 +12,7 @@ the objective. Natural shares are proportional to each language's document token
 
 What SeqIO gets. `seqio.Mixture` picks a task per **example** (chunk) with probability proportional to
 its rate, so a token share is turned into an example rate with the task's expected document tokens
-per example at this sequence length and objective (objectives/packing.py, exact from the cache's
+per example at this sequence length and objective (data/packing.py, exact from the cache's
 histogram of document lengths, for plain and `_ul2` tasks alike): rate_l = share_l / (tokens_l /
 examples_l). The budget is what the run's rows really hold: train_steps x batch rows x the document
 tokens a packed row carries (padding, sentinels and mode tokens excluded), from a seeded simulation of
@@ -22,7 +22,7 @@ expectation (measured within a few percent: `--measure`, tests/test_mixtures.py)
 
 `--measure N` draws N examples of each mixture exactly as training does (SeqIO's sampling, SeqIO's
 packing) and prints, per language, the declared share, the realized shares of examples, document
-tokens and loss (target) tokens, and the realized epochs at the budget (objectives/mixture_shares.py).
+tokens and loss (target) tokens, and the realized epochs at the budget (data/mixture_shares.py).
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import seqio
 
-from objectives import packing, ul2
-from objectives.languages import LANGUAGES
-from objectives.tasks import (CachedSizes, default_cache_dir, load_sizes, register_tasks,
+from data import packing
+from objectives import ul2
+from data.languages import LANGUAGES
+from data.tasks import (CachedSizes, default_cache_dir, load_sizes, register_tasks,
                               register_ul2_tasks)
-from objectives.unimax import natural_rates, unimax_rates
-from objectives.vocab import get_vocabulary
+from data.unimax import natural_rates, unimax_rates
+from data.vocab import get_vocabulary
 
 UNIMAX_EPOCHS = (1, 2, 3, 4)
 MIXTURE_KINDS = ("natural",) + tuple(f"unimax_{n}" for n in UNIMAX_EPOCHS)
@@ -223,11 +224,11 @@ def plot_rates(plans: Mapping[str, MixturePlan], output: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(prog="python -m objectives.mixtures", description=__doc__,
+  parser = argparse.ArgumentParser(prog="python -m data.mixtures", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--corpus", required=True)
   parser.add_argument("--vocab", default=None, help="default: CORPUS/spm.model")
-  parser.add_argument("--cache_dir", default=None, help="default: CORPUS/cache (from `python -m objectives.tasks`)")
+  parser.add_argument("--cache_dir", default=None, help="default: CORPUS/cache (from `python -m data.tasks`)")
   parser.add_argument("--train_steps", type=int, default=38_000)
   parser.add_argument("--batch_size", type=int, default=256)
   parser.add_argument("--sequence_length", type=int, default=2048)
@@ -251,8 +252,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   vocab = args.vocab or os.path.join(args.corpus, "spm.model")
   for flag, path in (("--cache_dir", cache_dir), ("--vocab", vocab)):
     if not os.path.exists(path):
-      parser.error(f"{flag} {path!r} does not exist: run `python -m objectives.vocab` and "
-                   f"`python -m objectives.tasks --corpus {args.corpus} --vocab VOCAB` first")
+      parser.error(f"{flag} {path!r} does not exist: run `python -m data.vocab` and "
+                   f"`python -m data.tasks --corpus {args.corpus} --vocab VOCAB` first")
   rows = args.train_steps * args.batch_size
   try:
     task_stats = register_language_tasks(args.corpus, vocab, args.sequence_length, cache_dir)
@@ -269,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   plot_rates({mixture_name(k, "_ul2"): plans[mixture_name(k, "_ul2")] for k in kinds}, plot)
   print(f"wrote {plot}")
   if args.measure:
-    from objectives import mixture_shares
+    from data import mixture_shares
 
     for suffix in OBJECTIVES:
       for kind in kinds:

@@ -1,5 +1,5 @@
 """The examples a registered task or mixture gives and the packed rows training reads: one definition,
-used by training (training/data.py) and by the mixture measurement (objectives/mixture_shares.py)."""
+used by training (data/batches.py) and by the mixture measurement (data/mixture_shares.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The paper's ablation: every model size x data mixture trained, then compared per language.
 
-  python -m evaluation.ablation --sizes tiny,mini --mixtures natural,unimax_1,unimax_2 --corpus CORPUS_DIR \
+  python -m experiments.ablation --sizes tiny,mini --mixtures natural,unimax_1,unimax_2 --corpus CORPUS_DIR \
       --steps 1000 --output ABL_DIR [--repeat mini:natural] [--dry_run] [--gin.BATCH_SIZE=16 ...]
-  python -m evaluation.ablation --launcher tpu --zone us-central2-b --corpus gs://BUCKET/corpus \
+  python -m experiments.ablation --launcher tpu --zone us-central2-b --corpus gs://BUCKET/corpus \
       --output gs://BUCKET/ablation [--tpu_name codelm-{cell}]
-  python -m evaluation.ablation --collect_only --output ABL_DIR [--sizes ... --mixtures ...]
+  python -m experiments.ablation --collect_only --output ABL_DIR [--sizes ... --mixtures ...]
 
 Each cell is one train.py run (runs/ablation.gin locally, runs/pretrain.gin on TPU, then models/<size>.gin
 and mixtures/<mixture>.gin) with MODEL_DIR = ABL_DIR/<size>_<mixture> and its console in train.log there.
@@ -38,7 +38,7 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from evaluation.languages import NOT_EVALUATED
-from objectives.languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
+from data.languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN_DIR = "gin_configs"  # relative to ROOT, where train.py runs
@@ -632,7 +632,7 @@ def _names(value: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="python -m evaluation.ablation", description=__doc__,
+  p = argparse.ArgumentParser(prog="python -m experiments.ablation", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--sizes", type=_names, default=None, help="comma-separated (default: tiny,mini; tpu: 1b,2b,4b)")
   p.add_argument("--mixtures", type=_names, default=None, help="comma-separated (default: natural,unimax_1..4)")
@@ -688,7 +688,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_train) -> int:
         print(shlex.join(command))
       print(f"# {len(commands)} cells: run each command above (create and install the pods first, tpu/README.md); "
             f"when they finish, copy {args.output}/*/metrics.jsonl to a local ABL_DIR and run "
-            f"`python -m evaluation.ablation --launcher tpu --collect_only --output ABL_DIR`", file=sys.stderr)
+            f"`python -m experiments.ablation --launcher tpu --collect_only --output ABL_DIR`", file=sys.stderr)
       return 0
     if not os.path.isdir(args.corpus):
       p.error(f"--corpus {args.corpus}: no such folder")

@@ -1,6 +1,6 @@
 """The SentencePiece vocabulary for code: trained on a language-uniform sample, exact round trip.
 
-    python -m objectives.vocab --corpus CORPUS_DIR --vocab_size 65536 --output spm.model
+    python -m data.vocab --corpus CORPUS_DIR --vocab_size 65536 --output spm.model
 
 The SentencePiece model holds `vocab_size - extra_ids` pieces; `get_vocabulary` wraps it in a
 `seqio.SentencePieceVocabulary` that appends the `extra_ids` sentinels at the top of the id space
@@ -50,7 +50,7 @@ import seqio
 from seqio import vocabularies as seqio_vocabularies
 import sentencepiece as spm
 
-from objectives import languages, records
+from data import languages, records
 
 CODE_TOKEN = "[code]"
 EOD_TOKEN = "[eod]"
@@ -291,7 +291,7 @@ def special_token_ids(vocabulary) -> dict[str, int]:
   for token in SPECIAL_TOKENS:
     token_id = vocabulary.tokenizer.piece_to_id(token)
     if token_id == vocabulary.tokenizer.unk_id():
-      raise ValueError(f"{token!r} is not a piece of this vocabulary; train it with `python -m objectives.vocab`")
+      raise ValueError(f"{token!r} is not a piece of this vocabulary; train it with `python -m data.vocab`")
     ids[token] = token_id
   return ids
 
@@ -344,8 +344,8 @@ def format_table(stats: dict[str, tuple[str, int, int]]) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(prog="python -m objectives.vocab", description=__doc__.splitlines()[0])
-  parser.add_argument("--corpus", required=True, help="corpus directory (objectives/records.py format)")
+  parser = argparse.ArgumentParser(prog="python -m data.vocab", description=__doc__.splitlines()[0])
+  parser.add_argument("--corpus", required=True, help="corpus directory (data/records.py format)")
   parser.add_argument("--vocab_size", type=int, required=True, help="ids in all, extra ids included")
   parser.add_argument("--output", required=True, help="path of the .model (the .vocab goes next to it)")
   parser.add_argument("--extra_ids", type=int, default=DEFAULT_EXTRA_IDS, help="sentinels seqio adds on top")

@@ -1,10 +1,10 @@
 """What a mixture really delivers: examples drawn and packed exactly as training does, per language.
 
 `measure` takes N examples of a registered mixture from the stream training reads
-(objectives/stream.py: SeqIO's sampling at the mixture's rates, shuffled, seeded; the language tag
+(data/stream.py: SeqIO's sampling at the mixture's rates, shuffled, seeded; the language tag
 passed through), packs the same examples with SeqIO's feature converter, and counts per language:
 examples, document tokens (every non-padding token but sentinels and mode tokens: the declared unit),
-loss tokens (targets) and the realized epochs at the budget. `python -m objectives.mixtures --measure N`
+loss tokens (targets) and the realized epochs at the budget. `python -m data.mixtures --measure N`
 prints it for every mixture.
 """
 
@@ -16,11 +16,11 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
-from objectives import stream
-from objectives.languages import LANGUAGES
-from objectives.mixtures import TaskStats, MixturePlan, display_name
-from objectives.tasks import LANGUAGE_FEATURE
-from objectives.vocab import MODE_TOKENS, special_token_ids
+from data import stream
+from data.languages import LANGUAGES
+from data.mixtures import TaskStats, MixturePlan, display_name
+from data.tasks import LANGUAGE_FEATURE
+from data.vocab import MODE_TOKENS, special_token_ids
 
 
 @dataclasses.dataclass(frozen=True)

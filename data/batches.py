@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from objectives import stream
+from data import stream
 
 
 def _dataset(name: str, sequence_length: int, batch_size: int, split: str, shuffle: bool, seed: int | None,

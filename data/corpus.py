@@ -1,6 +1,6 @@
 r"""Builds the code corpus: source trees in, sharded TFRecords per language and split out.
 
-  python -m objectives.corpus --source DIR [--source DIR ...] --output CORPUS_DIR \
+  python -m data.corpus --source DIR [--source DIR ...] --output CORPUS_DIR \
       [--validation_share 0.05] [--num_shards 4] [--max_file_bytes 1000000] \
       [--max_files_per_language N] [--exclude DIR ...] [--preset local] \
       [--near_dedup | --no_near_dedup] [--near_dup_threshold 0.7] [--runner DirectRunner] \
@@ -44,7 +44,7 @@ cannot see the driver's disk: give URLs for --source and --output, and ship this
 workers. On Dataflow, from the repository root:
 
   pip install "apache-beam[gcp]==2.77.0" build "setuptools>=68"   # once, where you launch from
-  python -m objectives.corpus --source gs://BUCKET/crawl --output gs://BUCKET/corpus --num_shards 256 \
+  python -m data.corpus --source gs://BUCKET/crawl --output gs://BUCKET/corpus --num_shards 256 \
       --runner DataflowRunner --project PROJECT --region REGION --temp_location gs://BUCKET/tmp \
       --setup_file ./pyproject.toml
 
@@ -76,8 +76,8 @@ import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 import tqdm
 
-from objectives import languages
-from objectives import records
+from data import languages
+from data import records
 
 # Why a file was left out. Driver side: symlink, not_code, undecodable_name (a path that is not UTF-8:
 # it could not be recorded in the corpus), capped (over --max_files_per_language); pipeline side: the
@@ -785,7 +785,7 @@ def _warn_if_local_on_remote_runner(options: PipelineOptions, sources: list[str]
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], argparse.ArgumentParser]:
-  parser = argparse.ArgumentParser(prog="python -m objectives.corpus", description=__doc__,
+  parser = argparse.ArgumentParser(prog="python -m data.corpus", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--source", action="append", default=[],
                       help="a source tree, a local directory or a URL such as gs://BUCKET/crawl (repeatable)")

@@ -1,0 +1,1 @@
+"""Experiments over many training runs: the scaling ablation (sizes x mixtures)."""
