@@ -1,0 +1,255 @@
+"""Every user-supplied path is read and written here: local paths with the standard library, URLs
+(gs://, s3:// with tensorflow-io, hdfs://, ram://) through tf.io.gfile, with the same calls.
+
+JSONL files follow one rule for a torn last line. A file this project appends to (predictions,
+results, metrics) can end in half a line when a run is killed mid-write. So: a last line that has no
+newline and does not parse as JSON is a torn write; `read_jsonl` skips it (with a warning naming
+file:line) and `append_jsonl` cuts it off before appending. Any other malformed line is an error
+naming file:line. A last line without a newline that does parse (a hand-written file) is a record.
+
+Object stores have no rename and no append: there `write_atomic` writes a temporary object and
+copies it over (readers never see half a file), and an append rewrites the object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import sys
+from collections.abc import Iterable, Iterator
+from typing import IO, Callable
+
+
+def is_url(path: str) -> bool:
+  return "://" in str(path)
+
+
+def _gfile():
+  import tensorflow as tf  # only for URLs: local runs (and the GPU bench) need no TensorFlow here
+
+  return tf.io.gfile
+
+
+def join(directory: str, *names: str) -> str:
+  """os.path.join for local paths; for URLs "/"-joined ("gs://b/d/" + "x" -> "gs://b/d/x")."""
+  if is_url(directory):
+    return posixpath.join(directory, *names)
+  return os.path.join(directory, *names)
+
+
+def dirname(path: str) -> str:
+  return posixpath.dirname(path.rstrip("/")) if is_url(path) else os.path.dirname(os.path.abspath(path))
+
+
+def resolve(path: str) -> str:
+  """A local path made absolute (so it means the same from any working directory); a URL as given."""
+  return path if is_url(path) else os.path.abspath(path)
+
+
+def exists(path: str) -> bool:
+  return _gfile().exists(path) if is_url(path) else os.path.exists(path)
+
+
+def isdir(path: str) -> bool:
+  return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
+
+
+def isfile(path: str) -> bool:
+  return exists(path) and not isdir(path)
+
+
+def makedirs(path: str) -> None:
+  if is_url(path):
+    _gfile().makedirs(path)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def listdir(path: str) -> list[str]:
+  """Entry names (no trailing "/", which gfile gives directories of object stores), sorted."""
+  names = _gfile().listdir(path) if is_url(path) else os.listdir(path)
+  return sorted(name.rstrip("/") for name in names)
+
+
+def glob(pattern: str) -> list[str]:
+  if is_url(pattern):
+    return sorted(_gfile().glob(pattern))
+  import glob as glob_
+
+  return sorted(glob_.glob(pattern))
+
+
+def remove(path: str) -> None:
+  if is_url(path):
+    _gfile().remove(path)
+  else:
+    os.remove(path)
+
+
+def rmtree(path: str) -> None:
+  if is_url(path):
+    _gfile().rmtree(path)
+  else:
+    import shutil
+
+    shutil.rmtree(path)
+
+
+def rename(source: str, target: str) -> None:
+  """Replaces `target`. On object stores a copy and a delete: not atomic, but target is whole."""
+  if is_url(source) or is_url(target):
+    _gfile().rename(source, target, overwrite=True)
+  else:
+    os.replace(source, target)
+
+
+def open_file(path: str, mode: str = "r") -> IO:
+  """A file object for text ("r", "w", "a") or bytes ("rb", "wb", "ab")."""
+  if is_url(path):
+    return _gfile().GFile(path, mode)
+  return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+
+def read_bytes(path: str) -> bytes:
+  with open_file(path, "rb") as f:
+    return f.read()
+
+
+def read_text(path: str) -> str:
+  return read_bytes(path).decode("utf-8")
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+  """Written whole or not at all: a temporary file beside `path`, then a rename over it, so a reader
+  (or a killed run) never sees half a file."""
+  temporary = f"{path}.tmp-{os.getpid()}"
+  with open_file(temporary, "wb") as f:
+    f.write(data.encode("utf-8") if isinstance(data, str) else data)
+  rename(temporary, path)
+
+
+def write_json(path: str, value) -> None:
+  write_atomic(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str):
+  return json.loads(read_bytes(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL: the torn-last-line rule (module docstring).
+
+
+def parse_line(data: bytes, where: str) -> dict:
+  """One JSONL line (bytes, so that non-UTF-8 is reported rather than replaced) as a JSON object;
+  anything else is a ValueError that starts with `where` (file:line)."""
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as error:
+    raise ValueError(f"{where}: not UTF-8 (byte {error.start})") from None
+  try:
+    record = json.loads(text)
+  except json.JSONDecodeError as error:
+    raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+  except (ValueError, RecursionError) as error:  # an integer of > 4300 digits, nesting too deep
+    raise ValueError(f"{where}: not readable JSON ({type(error).__name__}: {str(error)[:80]})") from None
+  if not isinstance(record, dict):
+    raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+  return record
+
+
+def _lines(data: bytes) -> list[bytes]:
+  """Lines with their newlines kept (bytes.splitlines would also split at \\r, \\x0b, \\x1c …)."""
+  lines = data.split(b"\n")
+  return [line + b"\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def torn_tail(data: bytes) -> int:
+  """The length of `data` without a torn last line (the whole length when there is none)."""
+  end = data.rfind(b"\n") + 1
+  if end == len(data):
+    return end
+  try:
+    parse_line(data[end:], "")
+    return len(data)  # a complete record that lacks only its newline
+  except ValueError:
+    return end
+
+
+def read_jsonl_lines(path: str, warn: Callable[[str], None] | None = None) -> Iterator[tuple[int, bytes]]:
+  """(line number, raw line with its newline) of each non-blank line, without a torn last line."""
+  data = read_bytes(path)
+  end = torn_tail(data)
+  if end < len(data):
+    number = data.count(b"\n") + 1
+    (warn or _warn)(f"{path}:{number}: skipped a torn last line (a write cut short: {len(data) - end} bytes, "
+                    "no newline)")
+  for number, line in enumerate(_lines(data[:end]), 1):
+    if line.strip():
+      yield number, line
+
+
+def read_jsonl(path: str, warn: Callable[[str], None] | None = None) -> Iterator[tuple[int, dict]]:
+  """(line number, record) for each non-blank line; a malformed line is a ValueError naming
+  file:line, except a torn last line, which is skipped with a warning."""
+  for number, line in read_jsonl_lines(path, warn):
+    yield number, parse_line(line, f"{path}:{number}")
+
+
+def append_jsonl(path: str, records: Iterable[dict]) -> None:
+  """Appends one line per record, first cutting off a torn last line so the next record starts on
+  a line of its own. Local files get one write per record, so a kill tears at most the last."""
+  repair_torn_tail(path)
+  lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in records]
+  if is_url(path):
+    with open_file(path, "a") as f:  # object stores: gfile rewrites the object
+      f.write("".join(lines))
+    return
+  with open(path, "a", encoding="utf-8") as f:
+    for line in lines:
+      f.write(line)
+      f.flush()
+
+
+class JsonlAppender:
+  """An open JSONL file appended to record by record (predictions, results, metrics): a torn last
+  line is cut off on opening; each record is flushed as it is written."""
+
+  def __init__(self, path: str):
+    self.path = path
+    repair_torn_tail(path)
+    self._file = open_file(path, "a")
+
+  def write(self, record: dict) -> None:
+    self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+    self._file.flush()
+
+  def close(self) -> None:
+    self._file.close()
+
+  def __enter__(self) -> "JsonlAppender":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+
+def repair_torn_tail(path: str) -> bool:
+  """Cuts a torn last line off `path` (module docstring); True if there was one."""
+  if not exists(path):
+    return False
+  data = read_bytes(path)
+  end = torn_tail(data)
+  if end == len(data):
+    return False
+  if is_url(path):
+    write_atomic(path, data[:end])
+  else:
+    with open(path, "r+b") as f:
+      f.truncate(end)
+  return True
+
+
+def _warn(message: str) -> None:
+  print(f"warning: {message}", file=sys.stderr, flush=True)
