@@ -3,7 +3,8 @@
 Layers name logical axes ("embed", "heads", "act_batch", ...) and never see a mesh; the rules below map
 those names to the mesh axes ("data", "fsdp", "tensor") in the style of T5X / MaxText. Parameters are
 sharded over `fsdp` (ZeRO-3 style, along d_model) and `tensor` (Megatron style, along heads / d_ff /
-vocab); batches over `data` and `fsdp` together.
+vocab); batches over `data` and `fsdp` together. The optimizer state's specs are derived from the
+parameters' by the optimizer's own module (training/optimizer.py): model/ knows no optimizer.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any, Iterator, Sequence
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from optax._src import factorized  # pinned optax: the state layout of its Adafactor
 
 MESH_AXES = ("data", "fsdp", "tensor")
 BATCH_AXES = ("data", "fsdp")
@@ -78,51 +79,30 @@ def logical_to_spec(logical_axes: tuple[str | None, ...]) -> P:
   return nn.logical_to_mesh_axes(logical_axes, LOGICAL_AXIS_RULES)
 
 
+def abstract_params(model: nn.Module) -> Any:
+  """`model`'s parameters as boxed (nn.LogicallyPartitioned) ShapeDtypeStructs, allocating nothing:
+  eval_shape of the init. The boxes carry the logical axes the layers name; shapes do not depend on
+  the [1, 8] dummy tokens."""
+  return jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"])
+
+
 def param_specs(boxed_params: Any) -> Any:
   """Mesh PartitionSpecs for a tree of nn.LogicallyPartitioned (boxed) parameters, e.g. from eval_shape."""
   return nn.logical_to_mesh(nn.get_partition_spec(boxed_params), LOGICAL_AXIS_RULES)
 
 
+def param_shardings(model: nn.Module, mesh: Mesh) -> Any:
+  """NamedShardings of `model`'s parameters on `mesh`, from the model and the logical rules alone.
+
+  The one layout of the parameters: training's state (training/step.py, whose optimizer state
+  follows it) and sampling (sample.py restores onto it; Sampler places parameters by it) both use it.
+  """
+  return shardings(param_specs(abstract_params(model)), mesh)
+
+
 def batch_spec() -> P:
   """Every feature is [batch, length]: rows over data and fsdp, the length replicated."""
   return P(BATCH_AXES, None)
-
-
-def adafactor_state_specs(opt_state: Any, params: Any, specs: Any) -> Any:
-  """PartitionSpecs for an optax.adafactor state, following each parameter's own spec.
-
-  optax's factored second moment keeps, per matrix, a row statistic (the largest dim removed) and a
-  column statistic (the second largest removed); each inherits the parameter's spec minus that axis.
-  Unfactored moments have the parameter's shape and spec; placeholders and counters are replicated.
-  """
-  flat_params, treedef = jax.tree.flatten(params)
-  flat_specs = treedef.flatten_up_to(specs)
-
-  def for_factored(state: factorized.FactoredState) -> factorized.FactoredState:
-    v_row, v_col, v = [], [], []
-    for param, spec in zip(flat_params, flat_specs):
-      spec = tuple(spec) + (None,) * (len(param.shape) - len(spec))
-      dims = factorized._factored_dims(param.shape, True, 128)  # pylint: disable=protected-access
-      if dims is None:
-        v_row.append(P()), v_col.append(P()), v.append(P(*spec))
-      else:
-        d1, d0 = dims
-        v_row.append(P(*(s for i, s in enumerate(spec) if i != d0)))
-        v_col.append(P(*(s for i, s in enumerate(spec) if i != d1)))
-        v.append(P())
-    unflatten = lambda leaves: jax.tree.unflatten(treedef, leaves)
-    return factorized.FactoredState(count=P(), v_row=unflatten(v_row), v_col=unflatten(v_col), v=unflatten(v))
-
-  def visit(node):
-    if isinstance(node, factorized.FactoredState):
-      return for_factored(node)
-    if isinstance(node, (jax.Array, jax.ShapeDtypeStruct, np.ndarray)):
-      return P()
-    return None
-
-  return jax.tree.map(visit, opt_state,
-                      is_leaf=lambda n: isinstance(n, (factorized.FactoredState, jax.Array,
-                                                        jax.ShapeDtypeStruct, np.ndarray)))
 
 
 def shardings(specs: Any, mesh: Mesh) -> Any:

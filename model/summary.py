@@ -1,9 +1,10 @@
-"""Model size, training FLOPs and per-device memory, computed without allocating anything.
+"""Model size, training FLOPs and parameter bytes per device, computed without allocating anything.
 
   python -m model.summary --size 1b [--json] [--seq 2048] [--mesh 1,-1,1 --devices 256]
 
 Parameter count from jax.eval_shape of the real model; bytes per device from the logical sharding
-rules (model/sharding.py) applied to the parameters and the Adafactor state on the given mesh.
+rules (model/sharding.py) applied to the parameters on the given mesh. The optimizer state is the
+optimizer's business: `python -m training.summary` (same flags) adds the Adafactor state's bytes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Callable
 
 import flax.linen as nn
 import jax
@@ -30,17 +32,10 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> float:
 
 
 def summarize(config: ModelConfig, seq_len: int, mesh: tuple[int, int, int]) -> dict:
-  from training.optimizer import adafactor  # the optimizer whose state we size
-
-  model = Decoder(config)
-  boxed = jax.eval_shape(lambda: model.init(jax.random.key(0), jax.numpy.zeros((1, 8), "int32"))["params"])
+  boxed = sharding.abstract_params(Decoder(config))
   params = nn.unbox(boxed)
-  specs = sharding.param_specs(boxed)
-  opt_state = jax.eval_shape(adafactor(1e-2).init, params)
-  opt_specs = sharding.adafactor_state_specs(opt_state, params, specs)
   axis_sizes = dict(zip(sharding.MESH_AXES, mesh))
-  param_bytes = sharding.bytes_per_device(params, specs, axis_sizes)
-  opt_bytes = sharding.bytes_per_device(opt_state, opt_specs, axis_sizes)
+  param_bytes = sharding.bytes_per_device(params, sharding.param_specs(boxed), axis_sizes)
   count = sum(x.size for x in jax.tree.leaves(params))
   return {
       "params": int(count),
@@ -49,15 +44,19 @@ def summarize(config: ModelConfig, seq_len: int, mesh: tuple[int, int, int]) -> 
       "seq_len": seq_len,
       "mesh": dict(axis_sizes),
       "param_bytes_per_device": param_bytes,
-      "adafactor_bytes_per_device": opt_bytes,
-      "state_bytes_per_device": param_bytes + opt_bytes,
       "config": {"layers": config.num_layers, "heads": config.num_heads, "d_model": config.d_model,
                  "d_ff": config.d_ff, "head_dim": config.head_dim, "vocab_size": config.vocab_size},
   }
 
 
-def main(argv: list[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+# (config, the model's summary) -> more byte counts per device by column label, e.g. {"Adafactor": n}.
+ExtraBytes = Callable[[ModelConfig, dict], dict[str, int]]
+
+
+def main(argv: list[str] | None = None, extra: ExtraBytes | None = None, description: str = __doc__) -> None:
+  """The CLI; `extra` adds byte counts that model/ cannot know (training/summary.py: the optimizer
+  state), each as a `<label>_bytes_per_device` JSON field (label lower-cased) and a GiB/dev column."""
+  parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--size", required=True, help=f"one or more of {','.join(SIZES)}, comma-separated, or 'all'")
   parser.add_argument("--seq", type=int, default=2048, help="sequence length for the attention FLOPs")
   parser.add_argument("--mesh", default="1,1,1", help="data,fsdp,tensor; one entry may be -1 (filled from --devices)")
@@ -80,17 +79,21 @@ def main(argv: list[str] | None = None) -> None:
     results = [dict(size=name, **summarize(get_config(name), args.seq, mesh)) for name in names]
   except ValueError as e:
     parser.error(str(e))
+  byte_columns = {"params GiB/dev": "param_bytes_per_device"}  # table header -> JSON field
+  for r in results:
+    for label, n in (extra(get_config(r["size"]), r) if extra else {}).items():
+      byte_columns[f"{label} GiB/dev"] = field = f"{label.lower()}_bytes_per_device"
+      r[field] = n
 
   if args.json:
     print(json.dumps(results[0] if len(results) == 1 else results))
     return
   gib = 2 ** 30
   print(f"mesh data={mesh[0]} fsdp={mesh[1]} tensor={mesh[2]}, seq {args.seq}")
-  print(f"{'size':>6} {'params':>15} {'non-embed':>15} {'GFLOP/token':>12} {'params GiB/dev':>15} "
-        f"{'Adafactor GiB/dev':>18}")
+  print(f"{'size':>6} {'params':>15} {'non-embed':>15} {'GFLOP/token':>12}" + "".join(f" {h:>18}" for h in byte_columns))
   for r in results:
-    print(f"{r['size']:>6} {r['params']:>15,} {r['non_embedding_params']:>15,} {r['flops_per_token'] / 1e9:>12.2f} "
-          f"{r['param_bytes_per_device'] / gib:>15.3f} {r['adafactor_bytes_per_device'] / gib:>18.4f}")
+    print(f"{r['size']:>6} {r['params']:>15,} {r['non_embedding_params']:>15,} {r['flops_per_token'] / 1e9:>12.2f}"
+          + "".join(f" {r[field] / gib:>18.4f}" for field in byte_columns.values()))
 
 
 if __name__ == "__main__":

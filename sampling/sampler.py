@@ -73,8 +73,7 @@ class Sampler:
     self.mesh = mesh  # None: wherever jax puts things (one device)
     self.row_shards = 1 if mesh is None else int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
     if mesh is not None:  # training's layout (a no-op for parameters restored onto it)
-      boxed = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, 1), jnp.int32))["params"])
-      self.params = jax.device_put(params, sharding.shardings(sharding.param_specs(boxed), mesh))
+      self.params = jax.device_put(params, sharding.param_shardings(model, mesh))
 
   def _shard_rows(self, tree: Any) -> Any:
     """Constrain every [rows, ...] array of `tree` to be split over the mesh's batch axes."""

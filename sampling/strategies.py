@@ -85,6 +85,20 @@ def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
   return _scatter_to_vocab(order, jnp.ones(order.shape, dtype=bool), vocab)
 
 
+def _in_nucleus(mass_before: jax.Array, is_top: jax.Array, top_p: float) -> jax.Array:
+  """The nucleus keep-rule, the one place it is written (nucleus_mask and both draws use it).
+
+  mass_before: the probability mass of the tokens ranked before a token (descending probability,
+  ties by lower id); is_top: the token is ranked first. Kept iff that mass is still below top_p, so
+  the token whose addition crosses top_p is included; the top token always is. A mass within
+  _TOP_P_ROUNDING_TOLERANCE of top_p counts as having reached it. top_p = 1.0 keeps everything: not
+  just an optimisation, since a cumulative sum that rounds to 1.0 early would drop tail tokens.
+  """
+  if top_p == 1.0:
+    return jnp.ones(jnp.broadcast_shapes(mass_before.shape, is_top.shape), dtype=bool)
+  return is_top | (mass_before < top_p - _TOP_P_ROUNDING_TOLERANCE)
+
+
 def nucleus_mask(logits: jax.Array, top_p: float) -> jax.Array:
   """logits [B, V] -> bool [B, V]: True for the tokens in each row's top-p nucleus.
 
@@ -104,19 +118,11 @@ def nucleus_mask(logits: jax.Array, top_p: float) -> jax.Array:
   """
   _check_logits(logits)
   _check_top_p(top_p)
-  if top_p == 1.0:
-    # Not just an optimisation: a cumulative sum that rounds to 1.0 early would drop tail tokens.
-    return jnp.ones(logits.shape, dtype=bool)
-  return _nucleus_by_sort(logits.astype(jnp.float32), top_p)
-
-
-def _nucleus_by_sort(logits: jax.Array, top_p: float) -> jax.Array:
-  """nucleus_mask by a full stable sort of each row (float32 logits)."""
+  logits = logits.astype(jnp.float32)
   order = jnp.argsort(-logits, axis=-1, stable=True)  # [B, V], most likely first
   sorted_probs = jax.nn.softmax(jnp.take_along_axis(logits, order, axis=-1), axis=-1)
   mass_before = jnp.cumsum(sorted_probs, axis=-1) - sorted_probs  # exclusive cumsum, [B, V]
-  keep_sorted = mass_before < top_p - _TOP_P_ROUNDING_TOLERANCE
-  keep_sorted = keep_sorted.at[:, 0].set(True)  # a row always keeps its most likely token
+  keep_sorted = _in_nucleus(mass_before, jnp.arange(logits.shape[-1]) == 0, top_p)
   return _scatter_to_vocab(order, keep_sorted, logits.shape[-1])
 
 
@@ -126,15 +132,15 @@ def _draw_from_sorted(sorted_logits: jax.Array, ids: jax.Array, log_z: jax.Array
 
   sorted_logits, ids [B, n]: candidates and their token ids; log_z [B, 1]: the log-normaliser of the
   distribution they come from (over the whole vocabulary, or over the top-k when top-k is on). The
-  nucleus rule is nucleus_mask's; the draw is by inverse CDF: the first kept candidate whose
+  nucleus rule is _in_nucleus; the draw is by inverse CDF: the first kept candidate whose
   cumulative probability exceeds uniform x (the nucleus's mass), which samples the renormalised
   nucleus exactly and costs one cumulative sum, where a Gumbel draw over the vocabulary costs two
   logarithms per token.
   """
   probs = jnp.exp(sorted_logits - log_z)
   reached = jnp.cumsum(probs, axis=-1)
-  keep = (reached - probs) < top_p - _TOP_P_ROUNDING_TOLERANCE if top_p < 1.0 else jnp.ones(probs.shape, bool)
-  keep = keep.at[:, 0].set(True) & ((probs > 0) | (jnp.arange(probs.shape[-1]) == 0))
+  first = jnp.arange(probs.shape[-1]) == 0
+  keep = _in_nucleus(reached - probs, first, top_p) & ((probs > 0) | first)  # never a zero-probability tail
   mass = jnp.max(jnp.where(keep, reached, 0.0), axis=-1, keepdims=True)
   index = jnp.sum(keep & (reached <= uniform[:, None] * mass), axis=-1)
   index = jnp.minimum(index, jnp.sum(keep, axis=-1) - 1)  # u x mass can round up to the mass itself
@@ -171,12 +177,12 @@ def _draw_from_vocabulary(logits: jax.Array, uniform: jax.Array, block: int = _B
   return _inverse_cdf(*_block_masses(probs, block), uniform)
 
 
-def _in_nucleus(logits: jax.Array, probs: jax.Array, tokens: jax.Array, top_p: float) -> jax.Array:
-  """[B] bool: is each row's token in its top_p nucleus? nucleus_mask's rule for one token: the mass
-  of the tokens ranked before it (larger logit, or equal logit and lower id) is below top_p."""
+def _token_in_nucleus(logits: jax.Array, probs: jax.Array, tokens: jax.Array, top_p: float) -> jax.Array:
+  """[B] bool: is each row's token in its top_p nucleus? _in_nucleus for one token, without a sort:
+  the tokens ranked before it are those with a larger logit, or an equal logit and a lower id."""
   mine = jnp.take_along_axis(logits, tokens[:, None], axis=-1)
   before = (logits > mine) | ((logits == mine) & (jnp.arange(logits.shape[-1]) < tokens[:, None]))
-  return jnp.sum(jnp.where(before, probs, 0.0), axis=-1) < top_p - _TOP_P_ROUNDING_TOLERANCE
+  return _in_nucleus(jnp.sum(jnp.where(before, probs, 0.0), axis=-1), ~jnp.any(before, axis=-1), top_p)
 
 
 def _rejection_rounds(logits: jax.Array, probs: jax.Array, blocks: jax.Array, block_mass: jax.Array,
@@ -192,7 +198,7 @@ def _rejection_rounds(logits: jax.Array, probs: jax.Array, blocks: jax.Array, bl
   def draw_again(carry):
     tokens, accepted, round_ = carry
     draw = _inverse_cdf(blocks, block_mass, jax.random.uniform(jax.random.fold_in(key, round_), (rows,)))
-    take = ~accepted & _in_nucleus(logits, probs, draw, top_p)
+    take = ~accepted & _token_in_nucleus(logits, probs, draw, top_p)
     return jnp.where(take, draw, tokens), accepted | take, round_ + 1
 
   tokens, accepted, _ = jax.lax.while_loop(unsettled, draw_again, (tokens, accepted, jnp.int32(first_round)))

@@ -1,19 +1,21 @@
 """Sharding rules on a (data 2, fsdp 2, tensor 2) mesh of 8 fake CPU devices (see conftest.py)."""
 
+import ast
 import functools
+import os
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
+from optax._src import factorized
 
 from model import sharding
 from model.config import get_config
 from model.transformer import Decoder
-from training.optimizer import adafactor
-from training.step import init_params, init_state, loss_and_grads, train_step
+from training.optimizer import adafactor, adafactor_state_specs
+from training.step import init_params, init_state, loss_and_grads, state_shardings, train_step
 
 CFG = get_config("tiny")
 
@@ -95,7 +97,7 @@ def test_sharded_train_step_with_adafactor_state_specs():
   boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
   specs = sharding.param_specs(boxed)
   abstract_state = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
-  opt_specs = sharding.adafactor_state_specs(abstract_state.opt_state, abstract_state.params, specs)
+  opt_specs = adafactor_state_specs(abstract_state.opt_state, abstract_state.params, specs)
   # Every state leaf gets a spec no longer than its rank, and factored statistics inherit fsdp/tensor.
   for leaf, spec in zip(jax.tree.leaves(abstract_state.opt_state),
                         jax.tree.leaves(opt_specs, is_leaf=lambda s: isinstance(s, P))):
@@ -116,6 +118,58 @@ def test_sharded_train_step_with_adafactor_state_specs():
       state, metrics = step(state, batch)
       losses.append(float(metrics["loss"]))
   assert int(state.step) == 3 and losses[-1] < losses[0]
+
+
+def test_adafactor_state_specs_drop_the_factored_axis_from_the_parameter_spec():
+  # optax keeps a row statistic without the largest dim and a column statistic without the second
+  # largest; a matrix whose second largest dim is under 128 (or a vector) keeps a full moment.
+  model, optimizer = Decoder(CFG), adafactor(1e-2)
+  abstract = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
+  specs = sharding.param_specs(sharding.abstract_params(model))
+  state = adafactor_state_specs(abstract.opt_state, abstract.params, specs)[0]
+  assert isinstance(state, factorized.FactoredState) and state.count == P()
+  # embedding [vocab 4096, d_model 128] is P("tensor", "fsdp").
+  assert (state.v_row["embedding"], state.v_col["embedding"], state.v["embedding"]) == (P("fsdp"), P("tensor"), P())
+  # mlp.up [layers, d_model 128, d_ff 512] and mlp.down [layers, d_ff, d_model].
+  for name in ("up", "down"):
+    assert (state.v_row["layers"]["mlp"][name], state.v_col["layers"]["mlp"][name]) == (P(None, "fsdp"),
+                                                                                         P(None, "tensor"))
+  # query [layers, d_model, heads 4, head_dim 32]: its second largest dim is 32, so it is not factored.
+  query = state.v_row["layers"]["attention"]["query"], state.v["layers"]["attention"]["query"]
+  assert query == (P(), P(None, "fsdp", "tensor", None))
+  assert state.v["final_norm"]["scale"] == P(None)
+
+
+def test_sampling_and_training_lay_parameters_out_alike_on_four_devices():
+  # Sampling's shardings come from the model and the mesh alone; training's parameter part must be
+  # the same layout, or restoring a training checkpoint for sampling would reshard (or fail).
+  mesh = sharding.make_mesh(1, 2, 2, devices=jax.devices()[:4])
+  model = Decoder(CFG)
+  for_sampling = sharding.param_shardings(model, mesh)
+  for_training = state_shardings(model, adafactor(1e-2), mesh)[1].params
+  assert jax.tree.structure(for_sampling) == jax.tree.structure(for_training)
+  assert jax.tree.leaves(for_sampling) == jax.tree.leaves(for_training)
+  assert {s.mesh.size for s in jax.tree.leaves(for_sampling)} == {4}
+  assert any("fsdp" in str(s.spec) and "tensor" in str(s.spec) for s in jax.tree.leaves(for_sampling))
+
+
+def test_model_package_imports_no_optimizer():
+  # model/ knows the network and its layout only: the optimizer (optax) and training/ sit above it.
+  model_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
+  for name in sorted(os.listdir(model_dir)):
+    if not name.endswith(".py"):
+      continue
+    with open(os.path.join(model_dir, name), encoding="utf-8") as f:
+      tree = ast.parse(f.read(), name)
+    for node in ast.walk(tree):  # function-level imports too
+      if isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+      elif isinstance(node, ast.ImportFrom):
+        modules = [node.module or ""]
+      else:
+        continue
+      for module in modules:
+        assert module.split(".")[0] not in ("optax", "training"), f"model/{name}:{node.lineno} imports {module}"
 
 
 def test_bytes_per_device_divides_by_the_sharded_axes():

@@ -137,6 +137,28 @@ def test_nucleus_sampling_distribution(top_p, expected_kept):
   assert chi_square_p_value(tokens, renormalised(PROBS, keep)) > MIN_P_VALUE
 
 
+@pytest.mark.parametrize("top_p", [1e-7, 0.3, 0.5, 0.6, 0.8, 0.85, 0.95, 1.0])
+def test_the_mask_and_both_draws_keep_the_same_nucleus(top_p):
+  # One keep-rule (_in_nucleus) behind nucleus_mask, the rejection test of a single token and the
+  # sorted draw; rows with a spread, with ties, and with a boundary that float32 rounds (see above).
+  rows = np.stack([LOGITS, np.zeros(12, np.float32),
+                   np.log(np.array([0.5, 0.3, 0.2] + [1e-3] * 9)).astype(np.float32) + 3.1])
+  logits = jnp.asarray(rows)
+  mask = np.asarray(nucleus_mask(logits, top_p))
+  probs = jax.nn.softmax(logits, axis=-1)
+  for token in range(12):
+    in_nucleus = strategies._token_in_nucleus(logits, probs, jnp.full((3,), token, jnp.int32), top_p)
+    np.testing.assert_array_equal(np.asarray(in_nucleus), mask[:, token], err_msg=f"token {token}")
+  # The sorted draw over a fine grid of uniforms reaches exactly the kept tokens of each row.
+  grid = jnp.linspace(0.0, 1.0, 2001)
+  order = jnp.argsort(-logits, axis=-1, stable=True)
+  for row in range(3):
+    repeat = lambda x: jnp.broadcast_to(x[row], (len(grid),) + x.shape[1:])
+    drawn = strategies._draw_from_sorted(repeat(jnp.take_along_axis(logits, order, axis=-1)), repeat(order),
+                                         repeat(jax.nn.logsumexp(logits, axis=-1, keepdims=True)), top_p, grid)
+    assert set(np.asarray(drawn).tolist()) == set(np.flatnonzero(mask[row]).tolist()), f"row {row}"
+
+
 def test_greedy_at_temperature_zero():
   logits = jax.random.normal(jax.random.key(1), (8, 50))
   expected = np.asarray(jnp.argmax(logits, axis=-1))

@@ -6,6 +6,7 @@ import pytest
 
 from model import summary
 from model.config import get_config
+from training import summary as training_summary
 
 
 @pytest.mark.parametrize("size,low,high", [("1b", 1.05e9, 1.15e9), ("2b", 2.45e9, 2.75e9), ("4b", 4.8e9, 5.3e9)])
@@ -27,14 +28,33 @@ def test_cli_prints_one_json_object():
 
 
 def test_bytes_per_device_shrink_with_fsdp_and_tensor(capsys):
-  summary.main(["--size", "1b", "--json"])
+  training_summary.main(["--size", "1b", "--json"])
   one = json.loads(capsys.readouterr().out)
-  summary.main(["--size", "1b", "--json", "--mesh", "1,-1,2", "--devices", "16"])
+  training_summary.main(["--size", "1b", "--json", "--mesh", "1,-1,2", "--devices", "16"])
   sharded = json.loads(capsys.readouterr().out)
   assert sharded["mesh"] == {"data": 1, "fsdp": 8, "tensor": 2}
   # Every weight matrix is split over both axes; only the tiny LayerNorm scales stay replicated.
   assert one["param_bytes_per_device"] / 16 <= sharded["param_bytes_per_device"] < one["param_bytes_per_device"] / 15
   assert sharded["adafactor_bytes_per_device"] < one["adafactor_bytes_per_device"]
+  for r in (one, sharded):
+    assert r["state_bytes_per_device"] == r["param_bytes_per_device"] + r["adafactor_bytes_per_device"]
+  # Unsharded, 1b's factored statistics are its matrices' row and column sums (float32): far below
+  # the parameters' bytes but not zero.
+  assert 0 < one["adafactor_bytes_per_device"] < one["param_bytes_per_device"] / 100
+
+
+def test_model_summary_knows_the_model_only_and_training_summary_adds_the_optimizer(capsys):
+  summary.main(["--size", "tiny", "--json", "--mesh", "1,2,2"])
+  model_only = json.loads(capsys.readouterr().out)
+  assert not any(key.startswith(("adafactor", "state")) for key in model_only)
+  training_summary.main(["--size", "tiny", "--json", "--mesh", "1,2,2"])
+  with_state = json.loads(capsys.readouterr().out)
+  assert {k: v for k, v in with_state.items() if k in model_only} == model_only
+  summary.main(["--size", "tiny,1b", "--mesh", "1,2,2"])  # the table, with and without the state columns
+  assert "Adafactor" not in capsys.readouterr().out
+  training_summary.main(["--size", "tiny,1b", "--mesh", "1,2,2"])
+  table = capsys.readouterr().out
+  assert "Adafactor GiB/dev" in table and "state GiB/dev" in table and len(table.splitlines()) == 4
 
 
 def test_bad_mesh_is_an_error_naming_the_flag(capsys):

@@ -1,9 +1,23 @@
-"""Adafactor with T5X's defaults and the paper's learning-rate schedule."""
+"""Adafactor with T5X's defaults, the paper's learning-rate schedule, and the layout of its state.
+
+The state's PartitionSpecs are derived here from the parameters' (model/sharding.py's logical rules),
+because only this module knows how optax lays the state out.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
+from jax.sharding import PartitionSpec as P
+from optax._src import factorized  # pinned optax: the state layout of its Adafactor
+
+# Matrices with two dims at least this large get factored second moments (T5X's default); the state
+# layout below depends on it, so both read this one constant.
+MIN_DIM_SIZE_TO_FACTOR = 128
 
 
 def rsqrt_schedule(base_learning_rate: float, warmup_steps: int) -> optax.Schedule:
@@ -20,9 +34,46 @@ def adafactor(learning_rate: float | optax.Schedule, clip_global_norm: float | N
               ) -> optax.GradientTransformation:
   """Factored second moments, decay 0.8, update clipping 1.0, parameter-scaled steps, no momentum
   (T5X's Adafactor defaults); optional global-norm clipping of the gradients first."""
-  opt = optax.adafactor(learning_rate, min_dim_size_to_factor=128, decay_rate=0.8,
+  opt = optax.adafactor(learning_rate, min_dim_size_to_factor=MIN_DIM_SIZE_TO_FACTOR, decay_rate=0.8,
                         multiply_by_parameter_scale=True, clipping_threshold=1.0, momentum=None,
                         factored=True)
   if clip_global_norm:
     opt = optax.chain(optax.clip_by_global_norm(clip_global_norm), opt)
   return opt
+
+
+def adafactor_state_specs(opt_state: Any, params: Any, param_specs: Any) -> Any:
+  """PartitionSpecs for an `adafactor` state (abstract or real), following each parameter's own spec.
+
+  optax's factored second moment keeps, per matrix, a row statistic (the largest dim removed) and a
+  column statistic (the second largest removed); each inherits the parameter's spec minus that axis.
+  Unfactored moments have the parameter's shape and spec; placeholders and counters are replicated.
+  """
+  flat_params, treedef = jax.tree.flatten(params)
+  flat_specs = treedef.flatten_up_to(param_specs)
+
+  def for_factored(state: factorized.FactoredState) -> factorized.FactoredState:
+    v_row, v_col, v = [], [], []
+    for param, spec in zip(flat_params, flat_specs):
+      spec = tuple(spec) + (None,) * (len(param.shape) - len(spec))
+      dims = factorized._factored_dims(param.shape, True, MIN_DIM_SIZE_TO_FACTOR)  # pylint: disable=protected-access
+      if dims is None:
+        v_row.append(P()), v_col.append(P()), v.append(P(*spec))
+      else:
+        d1, d0 = dims  # d0 the largest dim, d1 the second largest
+        v_row.append(P(*(s for i, s in enumerate(spec) if i != d0)))
+        v_col.append(P(*(s for i, s in enumerate(spec) if i != d1)))
+        v.append(P())
+    unflatten = lambda leaves: jax.tree.unflatten(treedef, leaves)
+    return factorized.FactoredState(count=P(), v_row=unflatten(v_row), v_col=unflatten(v_col), v=unflatten(v))
+
+  def visit(node):
+    if isinstance(node, factorized.FactoredState):
+      return for_factored(node)
+    if isinstance(node, (jax.Array, jax.ShapeDtypeStruct, np.ndarray)):
+      return P()
+    return None
+
+  return jax.tree.map(visit, opt_state,
+                      is_leaf=lambda n: isinstance(n, (factorized.FactoredState, jax.Array,
+                                                        jax.ShapeDtypeStruct, np.ndarray)))

@@ -1,7 +1,9 @@
-"""The pure training step: features in, new state and metrics out. No I/O, no host round trips."""
+"""The pure training step: features in, new state and metrics out. No I/O, no host round trips. Also
+the one place where it is jitted with its shardings (train.py and bench/train_step.py use the same)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping
 
 import flax.linen as nn
@@ -35,15 +37,17 @@ def init_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax
 
 
 def state_shardings(model: Decoder, optimizer: optax.GradientTransformation, mesh) -> tuple[TrainState, TrainState]:
-  """(abstract TrainState, its NamedShardings on `mesh`) from the logical rules, allocating nothing."""
+  """(abstract TrainState, its NamedShardings on `mesh`), allocating nothing: the parameters laid out
+  as model/sharding.py's `param_shardings` lays them out for sampling, the Adafactor state following
+  each parameter's spec (training/optimizer.py)."""
   from jax.sharding import NamedSharding, PartitionSpec
 
   from model import sharding
+  from training.optimizer import adafactor_state_specs
 
-  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
-  specs = sharding.param_specs(boxed)
+  specs = sharding.param_specs(sharding.abstract_params(model))
   abstract = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
-  opt_specs = sharding.adafactor_state_specs(abstract.opt_state, abstract.params, specs)
+  opt_specs = adafactor_state_specs(abstract.opt_state, abstract.params, specs)
   shardings = TrainState(step=NamedSharding(mesh, PartitionSpec()), params=sharding.shardings(specs, mesh),
                          opt_state=sharding.shardings(opt_specs, mesh))
   return abstract, shardings
@@ -112,3 +116,22 @@ def eval_step(params: Any, batch: Batch, *, model: Decoder) -> dict:
   sums = cross_entropy_with_z_loss(logits_for_batch(model, params, batch), batch["decoder_target_tokens"],
                                    batch["decoder_loss_weights"], z_loss=0.0)
   return {"loss_sum": sums.loss, "weight": sums.weight}
+
+
+def init_sharded_state(model: Decoder, optimizer: optax.GradientTransformation, seed: int, shardings: TrainState
+                       ) -> TrainState:
+  """A fresh state created directly in its shardings (no full copy on one device first)."""
+  return jax.jit(lambda: init_state(model, optimizer, jax.random.key(seed)), out_shardings=shardings)()
+
+
+def jit_train_step(model: Decoder, optimizer: optax.GradientTransformation, shardings: TrainState, batch_sharding,
+                   z_loss: float = 1e-4, microbatches: int = 1):
+  """train_step jitted for state laid out as `shardings` and batches as `batch_sharding`; the input
+  state's buffers are donated (a step holds one state, not two) and the metrics come back replicated."""
+  return jax.jit(functools.partial(train_step, model=model, optimizer=optimizer, z_loss=z_loss,
+                                   microbatches=microbatches),
+                 in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None), donate_argnums=0)
+
+
+def jit_eval_step(model: Decoder, param_shardings: Any, batch_sharding):
+  return jax.jit(functools.partial(eval_step, model=model), in_shardings=(param_shardings, batch_sharding))
