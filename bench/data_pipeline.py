@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from objectives import mixtures, stream  # noqa: E402
+from data import mixtures, stream  # noqa: E402
 
 
 def measure(name: str, sequence_length: int, batch_size: int, seconds: float) -> dict:

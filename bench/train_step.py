@@ -11,8 +11,6 @@ them as JSON (bench/results/ by default).
 from __future__ import annotations
 
 import argparse
-import functools
-import json
 import os
 import platform
 import statistics
@@ -25,12 +23,13 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 
+import storage  # noqa: E402
 from model import sharding  # noqa: E402
 from model.config import AttentionKernel, RematPolicy, SIZES, get_config  # noqa: E402
 from model.summary import flops_per_token  # noqa: E402
 from model.transformer import Decoder  # noqa: E402
 from training.optimizer import adafactor  # noqa: E402
-from training.step import init_state, state_shardings, train_step  # noqa: E402
+from training.step import init_sharded_state, jit_train_step, state_shardings  # noqa: E402
 from training.throughput import matmul_ceiling  # noqa: E402
 
 
@@ -85,11 +84,9 @@ def main(argv=None) -> dict:
   batch_sharding = NamedSharding(mesh, sharding.batch_spec())
 
   with sharding.activation_sharding(mesh):
-    state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=state_shardings_)()
+    state = init_sharded_state(model, optimizer, 0, state_shardings_)
     batch = jax.device_put(synthetic_batch(args.batch, args.seq, config.vocab_size, args.documents_per_row), batch_sharding)
-    step = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer),
-                   in_shardings=(state_shardings_, batch_sharding), out_shardings=(state_shardings_, None),
-                   donate_argnums=0)
+    step = jit_train_step(model, optimizer, state_shardings_, batch_sharding)  # train.py's step, as jitted there
     start = time.perf_counter()
     state, metrics = step(state, batch)
     jax.block_until_ready(metrics)
@@ -122,9 +119,8 @@ def main(argv=None) -> dict:
         f"{ceiling / 1e12:.3f} TFLOP/s ceiling")
   output = args.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                        f"train_step_{args.size}_{backend}.json")
-  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  with open(output, "w") as f:
-    json.dump(result, f, indent=2)
+  storage.makedirs(storage.dirname(output))
+  storage.write_json(output, result)
   print(f"wrote {output}")
   return result
 

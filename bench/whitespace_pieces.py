@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import sentencepiece as spm  # noqa: E402
 
-from objectives import vocab  # noqa: E402
+from data import vocab  # noqa: E402
 
 
 def whitespace_pieces(model_path: str) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""Batches from a registered SeqIO task or mixture, sharded over hosts, resumable by batch count."""
+"""Batches from a registered SeqIO task or mixture, sharded over hosts. Training's stream resumes from a
+checkpoint of its iterator (or, failing that, by replaying the batches consumed)."""
 
 from __future__ import annotations
 
@@ -17,18 +18,44 @@ def _dataset(name: str, sequence_length: int, batch_size: int, split: str, shuff
   return stream.packed_rows(dataset, name, sequence_length).batch(batch_size, drop_remainder=num_epochs is None)
 
 
-def train_batches(name: str, sequence_length: int, global_batch_size: int, seed: int,
-                  start_batch: int = 0) -> Iterator[Mapping[str, np.ndarray]]:
-  """This host's share of each global batch, endlessly; `start_batch` resumes where a run stopped.
+class TrainBatches:
+  """This host's share of each global batch, endlessly, as numpy arrays.
 
-  The stream is a pure function of (name, lengths, batch size, seed, host), so skipping the batches
-  already consumed reproduces exactly the batches an uninterrupted run would have seen.
+  The stream is a pure function of (name, lengths, batch size, seed, host), so a resumed run sees
+  exactly the batches an uninterrupted run would have. Two ways to get back to batch n: restore
+  `iterator` from a checkpoint of it (constant time; tf.train.Checkpoint saves shuffle buffers,
+  mixture sampling, packing and prefetch state alike) or `replay(n)`, which recomputes and drops the n
+  batches (time grows with n: the fallback). Hence `iter(dataset)`: as_numpy_iterator's iterators
+  cannot be checkpointed.
   """
-  if global_batch_size % jax.process_count():
-    raise ValueError(f"batch size {global_batch_size} does not divide over {jax.process_count()} hosts")
-  per_host = global_batch_size // jax.process_count()
-  dataset = _dataset(name, sequence_length, per_host, "train", shuffle=True, seed=seed, num_epochs=None)
-  return dataset.skip(start_batch).prefetch(2).as_numpy_iterator()
+
+  def __init__(self, name: str, sequence_length: int, global_batch_size: int, seed: int):
+    if global_batch_size % jax.process_count():
+      raise ValueError(f"batch size {global_batch_size} does not divide over {jax.process_count()} hosts")
+    per_host = global_batch_size // jax.process_count()
+    self._make = lambda: _dataset(name, sequence_length, per_host, "train", shuffle=True, seed=seed,
+                                  num_epochs=None).prefetch(2)
+    # What a saved iterator must match to be restored here (plus `position`).
+    self.pipeline = {"name": name, "sequence_length": sequence_length, "host_batch_size": per_host, "seed": seed,
+                     "host": jax.process_index(), "hosts": jax.process_count()}
+    self.iterator = iter(self._make())
+    self.position = 0  # batches consumed
+
+  def __iter__(self) -> Iterator[Mapping[str, np.ndarray]]:
+    return self
+
+  def __next__(self) -> Mapping[str, np.ndarray]:
+    batch = next(self.iterator)
+    self.position += 1
+    return {k: v.numpy() for k, v in batch.items()}
+
+  def replay(self, batches: int) -> None:
+    """From the start again, `batches` batches computed and dropped. The dataset is built anew: a
+    second iterator of the same tf.data.Dataset would shuffle differently (reshuffle_each_iteration)."""
+    self.iterator = iter(self._make())
+    for _ in range(batches):  # not dataset.skip(n): this must stay the pipeline later checkpoints restore into
+      next(self.iterator)
+    self.position = batches
 
 
 def validation_batches(name: str, sequence_length: int, batch_size: int, max_batches: int

@@ -1,6 +1,5 @@
 """One process of the two-process test in test_multihost.py (run as a script, not collected)."""
 
-import functools
 import json
 import os
 import sys
@@ -17,13 +16,12 @@ if num_processes > 1:
 import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 
-import train as train_entry  # noqa: E402
 from model import sharding  # noqa: E402
 from model.config import get_config  # noqa: E402
 from model.transformer import Decoder  # noqa: E402
-from training.optimizer import adafactor
-from training.step import state_shardings  # noqa: E402
-from training.step import init_state, train_step  # noqa: E402
+from training.loop import global_batch as make_global_batch  # noqa: E402
+from training.optimizer import adafactor  # noqa: E402
+from training.step import init_sharded_state, jit_train_step, state_shardings  # noqa: E402
 
 model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
 mesh = sharding.make_mesh(-1, 1, 1)
@@ -37,12 +35,11 @@ rows = 8 // jax.process_count()  # this host's share of the global batch, as tra
 local = {k: v[jax.process_index() * rows:(jax.process_index() + 1) * rows] for k, v in global_batch.items()}
 
 with sharding.activation_sharding(mesh):
-  state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings)()
-  step = jax.jit(functools.partial(train_step, model=model, optimizer=optimizer),
-                 in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None))
+  state = init_sharded_state(model, optimizer, 0, shardings)
+  step = jit_train_step(model, optimizer, shardings, batch_sharding)  # the step train.py compiles
   losses = []
   for _ in range(3):
-    state, metrics = step(state, train_entry._global_batch(local, batch_sharding))
+    state, metrics = step(state, make_global_batch(local, batch_sharding))
     losses.append(float(metrics["loss"]))
 if jax.process_index() == 0:
   with open(output, "w") as f:

@@ -1,8 +1,11 @@
-"""train.py end to end on a fixture corpus: gin, losses, metrics, checkpoints, resume, preemption."""
+"""train.py end to end on a fixture corpus: gin, losses, metrics, checkpoints, resume (with the input
+pipeline restored, in constant time), preemption."""
 
+import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +25,7 @@ from data import records, tasks
 from data.vocab import train_vocabulary
 from training.checkpoints import Checkpointer, abstract_with_shardings
 from training.optimizer import adafactor
-from training.step import state_shardings
+from training.step import init_state, state_shardings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
@@ -153,7 +156,7 @@ def test_checkpoint_from_8_devices_restores_on_4_and_training_continues(tmp_path
   model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
   mesh8 = sharding.make_mesh(2, 2, 2)
   abstract, shardings8 = _state_on(mesh8, model, optimizer)
-  state = jax.jit(lambda: train_entry.init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings8)()
+  state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings8)()
   checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
   checkpointer.save(5, state, {"batches": 5}, force=True)
   checkpointer.wait()
@@ -180,7 +183,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_previous(tmp_path):
   model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
   mesh = sharding.make_mesh(1, 1, 1, devices=jax.devices()[:1])
   abstract, shardings = _state_on(mesh, model, optimizer)
-  state = jax.jit(lambda: train_entry.init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings)()
+  state = jax.jit(lambda: init_state(model, optimizer, jax.random.key(0)), out_shardings=shardings)()
   checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
   for step in (1, 2):
     checkpointer.save(step, state, {"batches": step}, force=True)
@@ -278,6 +281,7 @@ def test_when_no_checkpoint_is_usable_training_stops_and_moves_nothing(corpus, t
     ("--gin.MODEL_SIZE='huge'", "train.model_size: unknown size 'huge'"),
     ("--gin.train.mesh_shape=(0, 1, 1)", "train.mesh_shape data must be positive or -1"),
     ("--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': -1}", r"task_feature_lengths\['targets'\] must be at least 1"),
+    ("--gin.train.checkpoint_dir=3", "train.checkpoint_dir must be a path or None, got 3"),
     ("--gin.train.nonexistent=3", "nonexistent"),
     ("--gin.TRAIN_STEPZ=3", "no gin file defines the macro TRAIN_STEPZ"),
 ])
@@ -305,7 +309,7 @@ def test_a_relative_model_dir_works(corpus, tmp_path, monkeypatch):
 
 
 def test_a_second_train_on_the_same_model_dir_refuses_at_once(corpus, tmp_path):
-  from sampling.jsonl import exclusive_output
+  from storage import exclusive_output
 
   model_dir = tmp_path / "run"
   model_dir.mkdir()
@@ -314,3 +318,98 @@ def test_a_second_train_on_the_same_model_dir_refuses_at_once(corpus, tmp_path):
                                          r"pid \d+ on "):
       _run_in_process(_flags(corpus, str(model_dir), 2))
   assert sorted(os.listdir(model_dir)) == []  # the second run wrote nothing; the first's lock is gone
+
+
+class _TimedLines(io.TextIOBase):
+  """A stdout that notes when each line was printed."""
+
+  def __init__(self):
+    self.lines, self._partial = [], ""
+
+  def write(self, text):
+    now = time.perf_counter()
+    lines = (self._partial + text).split("\n")
+    self._partial = lines.pop()
+    self.lines.extend((now, line) for line in lines)
+    return len(text)
+
+
+def test_resume_at_step_k_and_10k_restores_the_input_pipeline_and_keeps_the_losses(corpus, tmp_path, monkeypatch):
+  """A run whose checkpoints live outside MODEL_DIR (train.checkpoint_dir), resumed from step 3 and
+  from step 30: both restore each host's tf.data iterator instead of replaying the batches, so the
+  time to the first resumed step does not grow with the step; the losses equal the uninterrupted run's."""
+  from training.run_info import read_checkpoint_dir
+
+  steps, k = 31, 3
+  straight, elsewhere = str(tmp_path / "straight"), str(tmp_path / "elsewhere" / "ckpt")
+  _run_in_process(_flags(corpus, straight, steps, "--gin.train.checkpoint_every=3", "--gin.train.keep_checkpoints=11",
+                         f"--gin.train.checkpoint_dir='{elsewhere}'"))
+  assert not os.path.exists(os.path.join(straight, "checkpoints")) and read_checkpoint_dir(straight) == elsewhere
+  saved = Checkpointer(elsewhere).steps()
+  assert saved == [3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31]
+  for step in saved:  # each step's folder holds this host's input-pipeline state
+    data = os.path.join(elsewhere, str(step), "data")
+    assert {"host_0.json", "host_0.index"} <= set(os.listdir(data))
+    assert json.load(open(os.path.join(data, "host_0.json")))["batches"] == step
+  expected = _losses(straight)
+
+  seconds, restore_lines = {}, {}
+  for start in (k, 10 * k):
+    model_dir, checkpoints = str(tmp_path / f"from_{start}"), str(tmp_path / f"checkpoints_{start}")
+    shutil.copytree(os.path.join(elsewhere, str(start)), os.path.join(checkpoints, str(start)))
+    clock = _TimedLines()
+    with monkeypatch.context() as patch:
+      patch.setattr(sys, "stdout", clock)
+      began = time.perf_counter()
+      _run_in_process(_flags(corpus, model_dir, steps, "--gin.train.checkpoint_every=1000",
+                             "--gin.train.keep_checkpoints=11", f"--gin.train.checkpoint_dir='{checkpoints}'"))
+    lines = [line for _, line in clock.lines]
+    assert f"resumed from step {start} in {checkpoints}" in lines, lines
+    restore_lines[start] = next(line for line in lines if line.startswith("input pipeline "))
+    assert restore_lines[start].startswith(f"input pipeline restored at batch {start} ("), lines  # not replayed
+    seconds[start] = next(t for t, line in clock.lines if line.startswith(f"step {start + 1}/")) - began
+    assert _losses(model_dir) == {s: expected[s] for s in range(start + 1, steps + 1)}
+  print(f"\nstart to first resumed step: from step {k} {seconds[k]:.2f} s ({restore_lines[k]}), from step "
+        f"{10 * k} {seconds[10 * k]:.2f} s ({restore_lines[10 * k]})")
+  assert seconds[10 * k] < 2 * seconds[k] + 10  # generous: the restore, not a replay, is what keeps it flat
+
+
+def test_a_missing_foreign_or_damaged_input_state_is_replayed_with_a_warning_naming_the_file(corpus, tmp_path,
+                                                                                            capsys):
+  import jax.numpy as jnp
+
+  from data.batches import TrainBatches
+  from data.mixtures import register_corpus
+  from training import loop
+  from training.checkpoints import InputState
+
+  register_corpus(corpus, os.path.join(corpus, "spm.model"), rows=64, sequence_length=64)
+  batches = TrainBatches("code_python", 64, 4, seed=0)
+  for _ in range(3):
+    next(batches)
+  checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
+  checkpointer.save(3, {"w": jnp.ones(2)}, {"batches": 3}, force=True, input_state=loop.input_state(batches))
+  checkpointer.save(4, {"w": jnp.ones(2)}, {"batches": 4}, force=True)  # written without one
+  expected = [next(batches) for _ in range(2)]
+
+  # Why a state is not used (nothing is read into the iterator then).
+  missing = checkpointer.restore_input(4, loop.input_state(batches))
+  assert re.fullmatch(r"\S+/ckpt/4/data does not exist \(.*\)", missing)
+  foreign = InputState(batches.iterator, dict(batches.pipeline, seed=1, batches=3))
+  assert re.match(r"\S+/ckpt/3/data/host_0.json is the state of .*'seed': 0", checkpointer.restore_input(3, foreign))
+
+  def resumed():
+    again = TrainBatches("code_python", 64, 4, seed=0)
+    restored = loop.resume_input(checkpointer, 3, again, 3)
+    return restored, [next(again) for _ in range(2)], capsys.readouterr().err
+
+  def same(a, b):
+    return len(a) == len(b) and all(np.array_equal(x[key], y[key]) for x, y in zip(a, b) for key in x)
+
+  restored, got, err = resumed()
+  assert restored and same(got, expected) and not err
+  _flip_bytes(os.path.join(str(tmp_path / "ckpt"), "3", "data", "host_0.data-00000-of-00001"))
+  restored, got, err = resumed()  # replayed: the same batches, later
+  assert not restored and same(got, expected)
+  assert re.search(r"warning: input pipeline state not restored: \S+/ckpt/3/data/host_0.index/.data-\*: \w+.*; "
+                   r"replaying 3 batches instead", err), err

@@ -8,10 +8,17 @@ read; a truncated file (the restore fails) or silently altered bytes (the finger
 the checkpoint *damaged*: it is reported by step and reason and the one before it is used. Training
 moves a damaged checkpoint aside (to CHECKPOINTS-damaged/STEP, never deleted) so that it trains past
 that step again; sampling leaves the run's folder as it is.
+
+Input pipeline: a training checkpoint also holds each host's tf.data iterator state (STEP/data/host_K,
+written with TensorFlow, as T5X does), so a resumed run continues its data stream at once instead of
+replaying every batch consumed so far. It lives inside orbax's step folder: committed, garbage-collected
+and moved aside together with the arrays. It is not part of the fingerprint: a damaged or missing one
+only costs the replay (`restore_input` says why), never the run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Any
@@ -20,8 +27,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
+
+import storage
 
 FINGERPRINT = "fingerprint"  # the key of the arrays' fingerprint in a checkpoint's progress JSON
+INPUT = "data"  # the item of a step's folder that holds each host's input-pipeline state
 
 
 class CheckpointError(RuntimeError):
@@ -92,9 +103,50 @@ def fingerprint_mismatch(recorded: dict | None, actual: dict[str, list[int]]) ->
   return None
 
 
+class InputStateHandler(ocp.CheckpointHandler):
+  """This host's tf.data iterator as host_K.index/.data-* (a tf.train.Checkpoint, which reads and
+  writes gs:// and other URLs) beside host_K.json, the pipeline and position it belongs to. Every host
+  writes its own; orbax commits the folder with the step."""
+
+  def save(self, directory: epath.Path, args: "InputState") -> None:
+    import tensorflow as tf
+
+    prefix = storage.join(str(directory), f"host_{jax.process_index()}")
+    storage.makedirs(str(directory))
+    tf.train.Checkpoint(iterator=args.iterator).write(prefix)
+    storage.write_json(prefix + ".json", args.info)  # last: its presence means the state is whole
+
+  def restore(self, directory: epath.Path, args: "InputState") -> None:
+    """Restores `args.iterator` in place; a ValueError naming the file when the state is missing or
+    belongs to another pipeline or position (the TF error when it does not read)."""
+    import tensorflow as tf
+
+    prefix = storage.join(str(directory), f"host_{jax.process_index()}")
+    if not storage.exists(prefix + ".json"):
+      raise ValueError(f"{prefix}.json does not exist")
+    try:
+      saved = storage.read_json(prefix + ".json")
+    except ValueError as error:
+      raise ValueError(f"{prefix}.json: {error}") from error
+    if saved != args.info:
+      raise ValueError(f"{prefix}.json is the state of {saved}, not of {args.info}")
+    try:
+      tf.train.Checkpoint(iterator=args.iterator).read(prefix).assert_consumed()
+    except Exception as error:  # noqa: BLE001 - TF's messages name no file, or the prefix only
+      first_line = (str(error).strip().splitlines() or [""])[0]
+      raise ValueError(f"{prefix}.index/.data-*: {type(error).__name__}: {first_line[:300]}") from error
+
+
+@ocp.args.register_with_handler(InputStateHandler, for_save=True, for_restore=True)
+@dataclasses.dataclass
+class InputState(ocp.args.CheckpointArgs):
+  iterator: Any  # a tf.data.Iterator from iter(dataset) (as_numpy_iterator's cannot be saved)
+  info: dict  # the pipeline and the batches consumed: a restore checks it equals what was saved
+
+
 class Checkpointer:
   """Train state plus a small JSON of the run's progress (steps, batches consumed, the state's
-  fingerprint) per step."""
+  fingerprint) per step, and in training each host's input-pipeline state."""
 
   def __init__(self, directory: str, keep: int = 3, async_save: bool = True):
     if "://" not in directory:
@@ -105,10 +157,28 @@ class Checkpointer:
     self.directory = directory
     self.damaged_directory = directory.rstrip("/") + "-damaged"
 
-  def save(self, step: int, state: Any, progress: dict, force: bool = False) -> bool:
+  def save(self, step: int, state: Any, progress: dict, force: bool = False, input_state: InputState | None = None
+           ) -> bool:
+    """Saves asynchronously (the arrays); `input_state`, the input pipeline's position, is written
+    before this returns, so the iterator may advance right after."""
     progress = dict(progress, **{FINGERPRINT: fingerprint(state)})  # before an async save returns
-    return self._manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                            progress=ocp.args.JsonSave(progress)), force=force)
+    items = {"state": ocp.args.StandardSave(state), "progress": ocp.args.JsonSave(progress)}
+    if input_state is not None:
+      items[INPUT] = input_state
+    return self._manager.save(step, args=ocp.args.Composite(**items), force=force)
+
+  def restore_input(self, step: int, input_state: InputState) -> str | None:
+    """Restores `input_state.iterator` to where it was when `step` was saved. None when it did; else
+    why not, naming the file (a missing, damaged or foreign state: the caller replays instead)."""
+    where = storage.join(self.directory, str(step), INPUT)
+    if not storage.exists(where):
+      return f"{where} does not exist (a checkpoint written without its input-pipeline state)"
+    try:
+      self._manager.restore(step, args=ocp.args.Composite(**{INPUT: input_state}))
+    except Exception as error:  # noqa: BLE001 - any failure to read means: replay instead
+      first_line = (str(error).strip().splitlines() or [""])[0]
+      return first_line[:400] if where in first_line else f"{where}: {type(error).__name__}: {first_line[:300]}"
+    return None
 
   def steps(self) -> list[int]:
     return sorted(self._manager.all_steps())
@@ -178,8 +248,6 @@ class Checkpointer:
     if not steps:
       return
     if jax.process_index() == 0:
-      from etils import epath
-
       target_root = epath.Path(self.damaged_directory)
       target_root.mkdir(parents=True, exist_ok=True)
       for step in steps:

@@ -1,10 +1,12 @@
-"""Where a run's figures go: the console, MODEL_DIR/metrics.jsonl, TensorBoard, and a loss-curve PNG."""
+"""Where a run's figures go: the console, MODEL_DIR/metrics.jsonl, TensorBoard, and a loss-curve PNG.
+Every file goes through `storage`, so MODEL_DIR may be a gs:// URL."""
 
 from __future__ import annotations
 
-import json
-import os
+import io
 from typing import Mapping
+
+import storage
 
 
 class MetricsWriter:
@@ -12,32 +14,33 @@ class MetricsWriter:
 
   def __init__(self, model_dir: str, primary: bool = True):
     self.primary = primary
-    self.path = os.path.join(model_dir, "metrics.jsonl")
+    self.path = storage.join(model_dir, "metrics.jsonl")
     self._tensorboard = None
+    self._jsonl = None
     if primary:
       import tensorflow as tf
 
-      os.makedirs(model_dir, exist_ok=True)
-      self._tensorboard = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard"))
+      storage.makedirs(model_dir)
+      # A killed run may have left half a line: cut off here, so the next record starts a line.
+      self._jsonl = storage.JsonlAppender(self.path)
+      self._tensorboard = tf.summary.create_file_writer(storage.join(model_dir, "tensorboard"))
 
   def write(self, step: int, metrics: Mapping[str, float]) -> None:
     if not self.primary:
       return
     import tensorflow as tf
 
-    record = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
-    with open(self.path, "a") as f:
-      f.write(json.dumps(record) + "\n")
+    self._jsonl.write({"step": int(step), **{k: float(v) for k, v in metrics.items()}})
     with self._tensorboard.as_default(step=int(step)):
       for key, value in metrics.items():
         tf.summary.scalar(key, float(value))
     self._tensorboard.flush()
 
   def read(self) -> list[dict]:
-    if not os.path.exists(self.path):
+    """The records so far (a torn last line is skipped with a warning, storage's rule)."""
+    if not storage.exists(self.path):
       return []
-    with open(self.path) as f:
-      return [json.loads(line) for line in f if line.strip()]
+    return [record for _, record in storage.read_jsonl(self.path)]
 
   def plot(self, output: str | None = None) -> str | None:
     """Training loss (and validation losses, where logged) against step."""
@@ -49,7 +52,7 @@ class MetricsWriter:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    output = output or os.path.join(os.path.dirname(self.path), "loss.png")
+    output = output or storage.join(storage.dirname(self.path), "loss.png")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     train = [(r["step"], r["loss"]) for r in records if "loss" in r]
     ax.plot(*zip(*train), label="train loss", color="black")
@@ -61,10 +64,14 @@ class MetricsWriter:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(output, dpi=110)
+    png = io.BytesIO()  # matplotlib writes local files only: the bytes go through storage
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
+    storage.write_atomic(output, png.getvalue())
     return output
 
   def close(self) -> None:
+    if self._jsonl is not None:
+      self._jsonl.close()
     if self._tensorboard is not None:
       self._tensorboard.close()

@@ -1,28 +1,39 @@
-"""MODEL_DIR/run.json: the model config and vocabulary of a run, so sampling needs no gin files."""
+"""MODEL_DIR/run.json: the model config, vocabulary and checkpoint folder of a run, so sampling needs
+no gin files."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 
+import storage
 from model.config import ModelConfig
 
 RUN_INFO = "run.json"
 
 
-def write_run_info(model_dir: str, config: ModelConfig, vocab_path: str) -> None:
+def write_run_info(model_dir: str, config: ModelConfig, vocab_path: str, checkpoint_dir: str | None = None) -> None:
+  """`checkpoint_dir` None: MODEL_DIR/checkpoints, recorded as null so that a copied or moved
+  MODEL_DIR still finds its own checkpoints."""
   fields = {k: (str(v) if k in ("dtype", "param_dtype") else getattr(v, "value", v))
             for k, v in dataclasses.asdict(config).items()}
-  info = {"model": fields, "vocab_path": os.path.abspath(vocab_path) if "://" not in vocab_path else vocab_path}
-  with open(os.path.join(model_dir, RUN_INFO), "w") as f:
-    json.dump(info, f, indent=2, sort_keys=True)
+  info = {"model": fields, "vocab_path": storage.resolve(vocab_path),
+          "checkpoint_dir": storage.resolve(checkpoint_dir) if checkpoint_dir else None}
+  storage.write_json(storage.join(model_dir, RUN_INFO), info)
+
+
+def _read(model_dir: str) -> dict:
+  path = storage.join(model_dir, RUN_INFO)
+  if not storage.exists(path):
+    raise FileNotFoundError(f"{path} not found: is {model_dir!r} the MODEL_DIR of a train.py run?")
+  return storage.read_json(path)
 
 
 def read_run_info(model_dir: str) -> tuple[ModelConfig, str]:
-  path = os.path.join(model_dir, RUN_INFO)
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} not found: is {model_dir!r} the MODEL_DIR of a train.py run?")
-  with open(path) as f:
-    info = json.load(f)
+  info = _read(model_dir)
   return ModelConfig(**info["model"]), info["vocab_path"]
+
+
+def read_checkpoint_dir(model_dir: str) -> str:
+  """Where the run's checkpoints are: train.checkpoint_dir as recorded, else MODEL_DIR/checkpoints
+  (also for runs from before run.json recorded it)."""
+  return _read(model_dir).get("checkpoint_dir") or storage.join(model_dir, "checkpoints")
