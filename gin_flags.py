@@ -13,6 +13,8 @@ from typing import Any, Sequence
 
 import gin
 
+import storage
+
 
 class UsageError(ValueError):
   """A flag, gin value or input file the user gave is wrong: the entry point prints the message and
@@ -54,7 +56,7 @@ def check_mesh_shape(name: str, shape: Any) -> None:
 def check_writable_file(name: str, path: str) -> None:
   """A file `path` can be created or appended to: its folder exists and is writable, and it is not a
   folder itself. Nothing is created. URLs are left to the storage layer."""
-  if "://" in path:
+  if storage.is_url(path):
     return
   folder = os.path.dirname(os.path.abspath(path))
   if os.path.isdir(path):
@@ -67,7 +69,7 @@ def check_writable_file(name: str, path: str) -> None:
 
 def check_writable_dir(name: str, path: str) -> None:
   """A folder that exists and is writable, or can be created (its nearest existing parent is)."""
-  if "://" in path:
+  if storage.is_url(path):
     return
   path = os.path.abspath(path)
   if os.path.exists(path) and not os.path.isdir(path):
@@ -84,6 +86,13 @@ def message(error: BaseException) -> str:
   return str(error).split("\n  In call to configurable")[0]
 
 
+# Where gin files are found from any working directory: the repository root (so the README's
+# `--gin_file=gin_configs/runs/pretrain.gin` and `include 'gin_configs/...'` work anywhere) and
+# gin_configs/ itself (`--gin_file=runs/pretrain.gin`, as T5X's search paths allow).
+GIN_SEARCH_PATHS = [os.path.dirname(os.path.abspath(__file__)),
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "gin_configs")]
+
+
 def parse_flags(argv: Sequence[str], description: str | None = None,
                 parser: argparse.ArgumentParser | None = None) -> tuple[list[str], list[str]]:
   """--gin_file=F (repeatable) and --gin.NAME=VALUE bindings (T5X's flags); anything else is an error.
@@ -92,7 +101,9 @@ def parse_flags(argv: Sequence[str], description: str | None = None,
   parser = parser or argparse.ArgumentParser(description=description,
                                              formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--gin_file", action="append", default=[], help="gin file (repeatable; later wins)")
-  parser.add_argument("--gin_search_path", action="append", default=[], help="folders to resolve gin includes")
+  parser.add_argument("--gin_search_paths", "--gin_search_path", dest="gin_search_path", action="append",
+                      default=[], help="comma-separated folders where --gin_file and include paths are looked "
+                      f"up, after the working directory (default: {', '.join(GIN_SEARCH_PATHS)})")
   args, rest = parser.parse_known_args(argv)
   parser.parsed = args
   bindings = []
@@ -101,7 +112,7 @@ def parse_flags(argv: Sequence[str], description: str | None = None,
       parser.error(f"unrecognised flag {flag!r}: use --gin_file=F or --gin.NAME=VALUE")
     name, value = flag[len("--gin."):].split("=", 1)
     bindings.append(f"{name} = {value}")
-  for path in [os.path.dirname(os.path.abspath(__file__))] + args.gin_search_path:
+  for path in GIN_SEARCH_PATHS + [p for paths in args.gin_search_path for p in paths.split(",") if p]:
     gin.add_config_file_search_path(path)
   return args.gin_file, bindings
 

@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import inspect
 import json
-import os
 import sys
 import time
 from typing import Iterator, Sequence
@@ -38,7 +37,8 @@ import numpy as np
 
 import gin_flags
 from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_file
-from sampling.jsonl import OutputLocked, exclusive_output, parse_line, read_jsonl
+import storage
+from storage import OutputLocked, exclusive_output, parse_line, read_jsonl
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
 
@@ -75,22 +75,22 @@ def prompt_key(record: dict) -> tuple[str, str]:
 
 def completed_prompts(path: str, num_samples: int) -> set[tuple[str, str]]:
   """(qid, language) pairs with all their samples in `path`. A run killed mid-write can leave a torn
-  line or part of a prompt's samples, and a file written twice over (before runs took a lock) holds
-  some samples twice: those lines are dropped (the file rewritten atomically) so that every
+  last line or part of a prompt's samples, and a file written twice over (before runs took a lock)
+  holds some samples twice: those lines are dropped (the file rewritten atomically) so that every
   (qid, language, sample_id) appears exactly once and incomplete prompts are redone."""
-  if not os.path.exists(path):
+  if not storage.exists(path):
     return set()
   records, total = [], 0
-  with open(path, "rb") as f:
-    for line in f:
-      total += 1
-      try:
-        record = parse_line(line, path)
-        key = (*prompt_key(record), record["sample_id"])
-        hash(key)
-      except (ValueError, KeyError, TypeError):
-        continue
-      records.append((line if line.endswith(b"\n") else line + b"\n", record, key))
+  data = storage.read_bytes(path)
+  for line in storage.jsonl_lines(data):  # the torn last line too: it is dropped below
+    total += 1
+    try:
+      record = parse_line(line, path)
+      key = (*prompt_key(record), record["sample_id"])
+      hash(key)
+    except (ValueError, KeyError, TypeError):
+      continue
+    records.append((line if line.endswith(b"\n") else line + b"\n", record, key))
   seen, unique = set(), []
   for line, record, key in records:
     if key not in seen:
@@ -101,10 +101,8 @@ def completed_prompts(path: str, num_samples: int) -> set[tuple[str, str]]:
     counts[prompt_key(record)] = counts.get(prompt_key(record), 0) + 1
   complete = {key for key, n in counts.items() if n >= num_samples}
   kept = [line for line, record in unique if prompt_key(record) in complete]
-  if len(kept) != total:
-    with open(path + ".tmp", "wb") as f:
-      f.writelines(kept)
-    os.replace(path + ".tmp", path)
+  if len(kept) != total or not data.endswith(b"\n") and data:
+    storage.write_atomic(path, b"".join(kept))
   return complete
 
 
@@ -116,9 +114,9 @@ def batches(items: list, size: int) -> Iterator[list]:
 def split_checkpoint(checkpoint: str) -> tuple[str, int | None]:
   """(MODEL_DIR, step) of --checkpoint: a train.py MODEL_DIR (step None: the newest good one), or
   MODEL_DIR/checkpoints/STEP."""
-  name = os.path.basename(os.path.normpath(checkpoint))
-  if name.isdigit():
-    return os.path.dirname(os.path.dirname(os.path.normpath(checkpoint))), int(name)
+  parts = checkpoint.rstrip("/").rsplit("/", 2)  # "/" for local paths and URLs alike
+  if len(parts) == 3 and parts[2].isdigit():
+    return parts[0] or "/", int(parts[2])
   return checkpoint, None
 
 
@@ -127,28 +125,29 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   its parameters laid out on a (data, fsdp, tensor) mesh of every device by training's rules. A
   damaged checkpoint is skipped with a warning naming its step and why (and left where it is)."""
 
+  import flax.linen as nn
+
   from model import sharding
   from model.transformer import Decoder
   from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
   from sampling.sampler import Sampler
   from training.checkpoints import Checkpointer, abstract_with_shardings
-  from training.optimizer import adafactor
-  from training.run_info import read_run_info
-  from training.step import state_shardings
+  from training.run_info import read_checkpoint_dir, read_run_info
 
   model_dir, step = split_checkpoint(checkpoint)
   config, vocab_path = read_run_info(model_dir)
-  directory = os.path.join(model_dir, "checkpoints")
-  if "://" not in directory and not os.path.isdir(directory):
+  directory = read_checkpoint_dir(model_dir)  # MODEL_DIR/checkpoints unless train.checkpoint_dir moved them
+  if not storage.isdir(directory):
     raise FileNotFoundError(f"no checkpoint in {model_dir}: {directory} does not exist (has the run saved one?)")
   model, vocabulary = Decoder(config), get_vocabulary(vocab_path)
   mesh = sharding.make_mesh(*mesh_shape)
-  abstract, shardings = state_shardings(model, adafactor(0.01), mesh)  # only the params part is used
+  # Training's parameter layout from the model and the mesh alone; the optimizer state is not restored.
+  abstract = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
   checkpointer = Checkpointer(directory, async_save=False)
   try:
     if step is not None and step not in checkpointer.steps():
       raise FileNotFoundError(f"no checkpoint {step} in {directory} (have {checkpointer.steps()})")
-    restored = checkpointer.restore_params(abstract_with_shardings(abstract.params, shardings.params), step=step)
+    restored = checkpointer.restore_params(abstract, step=step)
   finally:
     checkpointer.close()
   if restored is None:
@@ -171,7 +170,7 @@ def check_sampling_arguments(a: dict) -> None:
   check_float("--temperature", a["temperature"], 0)
   check_float("--top_p", a["top_p"], maximum=1, above=0)
   check_mesh_shape("sample.mesh_shape", a["mesh_shape"])
-  if not os.path.isfile(a["prompts"]):
+  if not storage.isfile(a["prompts"]):
     raise UsageError(f"--prompts: {a['prompts']} is not a file")
 
 
@@ -233,11 +232,8 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
               record["prompt_truncated"] = True
             lines.append(json.dumps(record, ensure_ascii=False) + "\n")
             tokens += completion.num_tokens
-        if primary:
-          with open(output, "a", encoding="utf-8") as f:  # one write per batch of whole prompts
-            f.write("".join(lines))
-            f.flush()
-            os.fsync(f.fileno())
+        if primary:  # one append per batch of whole prompts
+          storage.append_lines(output, lines)
         samples += len(lines)
         elapsed = time.perf_counter() - start
         bar.update(len(lines))
@@ -313,14 +309,13 @@ def _bound(name: str) -> bool:
 
 def show_samples(predictions: str, prompts: dict, per_prompt: int) -> None:
   shown: dict = {}
-  with open(predictions, encoding="utf-8") as f:
-    for record in map(json.loads, f):
-      key = prompt_key(record)
-      if key in prompts and shown.get(key, 0) < per_prompt:
-        shown[key] = shown.get(key, 0) + 1
-        print(f"\n=== {key[0]} ({key[1]}) sample {record['sample_id']} ({record['finish_reason']}, "
-              f"{record['num_tokens']} tokens)")
-        print(prompts[key] + record["code"])
+  for _, record in read_jsonl(predictions):
+    key = prompt_key(record)
+    if key in prompts and shown.get(key, 0) < per_prompt:
+      shown[key] = shown.get(key, 0) + 1
+      print(f"\n=== {key[0]} ({key[1]}) sample {record['sample_id']} ({record['finish_reason']}, "
+            f"{record['num_tokens']} tokens)")
+      print(prompts[key] + record["code"])
 
 
 if __name__ == "__main__":

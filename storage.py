@@ -9,14 +9,21 @@ naming file:line. A last line without a newline that does parse (a hand-written 
 
 Object stores have no rename and no append: there `write_atomic` writes a temporary object and
 copies it over (readers never see half a file), and an append rewrites the object.
+
+One writer per output (`exclusive_output`): an flock beside a local output; object stores have no
+advisory locks, so remote outputs rely on their one writer (host 0 of a pod) being the only run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import posixpath
+import socket
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Callable
 
@@ -124,9 +131,14 @@ def write_atomic(path: str, data: str | bytes) -> None:
   """Written whole or not at all: a temporary file beside `path`, then a rename over it, so a reader
   (or a killed run) never sees half a file."""
   temporary = f"{path}.tmp-{os.getpid()}"
-  with open_file(temporary, "wb") as f:
-    f.write(data.encode("utf-8") if isinstance(data, str) else data)
-  rename(temporary, path)
+  try:
+    with open_file(temporary, "wb") as f:
+      f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    rename(temporary, path)
+  except BaseException:
+    if exists(temporary):
+      remove(temporary)
+    raise
 
 
 def write_json(path: str, value) -> None:
@@ -135,6 +147,16 @@ def write_json(path: str, value) -> None:
 
 def read_json(path: str):
   return json.loads(read_bytes(path))
+
+
+def save_figure(figure, path: str, dpi: int = 110) -> str:
+  """A matplotlib figure as a PNG at `path` (local or URL), written atomically."""
+  import io
+
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format="png", dpi=dpi)
+  write_atomic(path, buffer.getvalue())
+  return path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,7 +181,7 @@ def parse_line(data: bytes, where: str) -> dict:
   return record
 
 
-def _lines(data: bytes) -> list[bytes]:
+def jsonl_lines(data: bytes) -> list[bytes]:
   """Lines with their newlines kept (bytes.splitlines would also split at \\r, \\x0b, \\x1c …)."""
   lines = data.split(b"\n")
   return [line + b"\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
@@ -185,7 +207,7 @@ def read_jsonl_lines(path: str, warn: Callable[[str], None] | None = None) -> It
     number = data.count(b"\n") + 1
     (warn or _warn)(f"{path}:{number}: skipped a torn last line (a write cut short: {len(data) - end} bytes, "
                     "no newline)")
-  for number, line in enumerate(_lines(data[:end]), 1):
+  for number, line in enumerate(jsonl_lines(data[:end]), 1):
     if line.strip():
       yield number, line
 
@@ -198,18 +220,22 @@ def read_jsonl(path: str, warn: Callable[[str], None] | None = None) -> Iterator
 
 
 def append_jsonl(path: str, records: Iterable[dict]) -> None:
-  """Appends one line per record, first cutting off a torn last line so the next record starts on
-  a line of its own. Local files get one write per record, so a kill tears at most the last."""
+  """Appends one line per record (see append_lines)."""
+  append_lines(path, [json.dumps(record, ensure_ascii=False) + "\n" for record in records])
+
+
+def append_lines(path: str, lines: list[str]) -> None:
+  """Appends whole lines in one write, first cutting off a torn last line so they start on a line of
+  their own; a local file is fsync'ed, so what was appended survives a crash of the machine."""
   repair_torn_tail(path)
-  lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in records]
   if is_url(path):
     with open_file(path, "a") as f:  # object stores: gfile rewrites the object
       f.write("".join(lines))
     return
   with open(path, "a", encoding="utf-8") as f:
-    for line in lines:
-      f.write(line)
-      f.flush()
+    f.write("".join(lines))
+    f.flush()
+    os.fsync(f.fileno())
 
 
 class JsonlAppender:
@@ -239,6 +265,11 @@ def repair_torn_tail(path: str) -> bool:
   """Cuts a torn last line off `path` (module docstring); True if there was one."""
   if not exists(path):
     return False
+  if not is_url(path):  # the common case costs one byte: a file that ends in a newline is whole
+    with open(path, "rb") as f:
+      f.seek(0, os.SEEK_END)
+      if f.tell() == 0 or (f.seek(-1, os.SEEK_END), f.read(1))[1] == b"\n":
+        return False
   data = read_bytes(path)
   end = torn_tail(data)
   if end == len(data):
@@ -249,6 +280,61 @@ def repair_torn_tail(path: str) -> bool:
     with open(path, "r+b") as f:
       f.truncate(end)
   return True
+
+
+# ---------------------------------------------------------------------------------------------
+# One writer per output.
+
+
+class OutputLocked(RuntimeError):
+  """Another process holds the output: the message names it (pid, host, command, since when)."""
+
+
+@contextlib.contextmanager
+def exclusive_output(path: str, command: str, what: str | None = None) -> Iterator[None]:
+  """Held while this process is the one writer of `path`: an flock on `path`.lock, which records who
+  holds it. A second writer fails at once with OutputLocked naming the holder. The lock dies with its
+  process (a killed run leaves a stale file, not a stale lock). URLs (gs://) are not locked: object
+  stores have no advisory locks. `what` names the output in the message (default: `path`)."""
+  if is_url(path):
+    yield
+    return
+  lock_path = path + ".lock"
+  while True:
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = ""
+      # The holder writes its name just after locking: give it a moment before calling it unknown.
+      deadline = time.monotonic() + 2.0
+      while True:
+        with contextlib.suppress(OSError):
+          holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip()
+        if holder or time.monotonic() > deadline:
+          break
+        time.sleep(0.02)
+      os.close(fd)
+      raise OutputLocked(f"{what or path} is being written by another run ({holder or 'unknown holder'}); wait for it "
+                         "to finish or choose another output") from None
+    # The holder removes the lock file when done: if this file was removed between our open and our
+    # lock, it is not the lock any more; try again on the current one.
+    try:
+      same = os.path.samestat(os.fstat(fd), os.stat(lock_path))
+    except FileNotFoundError:
+      same = False
+    if same:
+      break
+    os.close(fd)
+  try:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{command}, pid {os.getpid()} on {socket.gethostname()}, since "
+                  f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+    yield
+  finally:
+    with contextlib.suppress(OSError):
+      os.unlink(lock_path)
+    os.close(fd)
 
 
 def _warn(message: str) -> None:

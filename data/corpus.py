@@ -76,6 +76,7 @@ import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 import tqdm
 
+import storage
 from data import languages
 from data import records
 
@@ -112,16 +113,11 @@ LOCAL_PRESET_MAX_FILES_PER_LANGUAGE = 3000
 
 
 # ----------------------------------------------------------------------------------------------
-# Paths: local, or a URL ("scheme://...") that only tf.io.gfile can reach.
+# Paths: local, or a URL ("scheme://...") that only tf.io.gfile can reach (storage.py). The crawler
+# walks and stats source trees, which storage does not offer: it uses gfile for URLs itself.
 
-def is_url(path: str) -> bool:
-  return "://" in path
-
-
-def _gfile():
-  import tensorflow as tf  # heavy: imported where a file system operation needs it
-
-  return tf.io.gfile
+is_url = storage.is_url
+_gfile = storage._gfile
 
 
 def normalize_path(path: str) -> str:
@@ -132,13 +128,8 @@ def normalize_path(path: str) -> str:
   return os.path.realpath(path)
 
 
-def is_dir(path: str) -> bool:
-  return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
-
-
-def _join(directory: str, name: str) -> str:
-  """`directory`/`name` for URLs too ("ram://" + "x" -> "ram://x", "gs://b/d/" + "x" -> "gs://b/d/x")."""
-  return directory + name if directory.endswith("/") else f"{directory}/{name}"
+is_dir = storage.isdir
+_join = storage.join
 
 
 # ----------------------------------------------------------------------------------------------
@@ -302,17 +293,15 @@ def write_manifest(files: list[SourceFile], directory: str) -> list[str]:
   names = []
   for start in range(0, len(files), _MANIFEST_CHUNK):
     name = _join(directory, f"files-{start // _MANIFEST_CHUNK:06d}.jsonl")
-    with gfile.GFile(name, "w") as f:
-      f.write("".join(json.dumps(list(source)) + "\n" for source in files[start:start + _MANIFEST_CHUNK]))
+    storage.write_atomic(name, "".join(json.dumps(dict(zip(("path", "relpath", "language"), source))) + "\n"
+                                       for source in files[start:start + _MANIFEST_CHUNK]))
     names.append(name)
   return names
 
 
 def read_manifest(filename: str) -> Iterator[SourceFile]:
-  with _gfile().GFile(filename, "r") as f:
-    for line in f:
-      path, relpath, language = json.loads(line)
-      yield path, relpath, language
+  for _, record in storage.read_jsonl(filename):
+    yield record["path"], record["relpath"], record["language"]
 
 
 def _read_head(path: str, max_bytes: int) -> bytes | str:
@@ -671,11 +660,7 @@ def remove_stale_shards(output: str, expected: set[str]) -> list[str]:
 
 def write_json(filename: str, value: dict) -> None:
   """Deterministic JSON (sorted keys), written atomically: stats.json marks a finished corpus."""
-  gfile = _gfile()
-  tmp = filename + ".tmp"
-  with gfile.GFile(tmp, "w") as f:
-    f.write(json.dumps(value, sort_keys=True, indent=2) + "\n")
-  gfile.rename(tmp, filename, overwrite=True)
+  storage.write_json(filename, value)
 
 
 def format_table(stats: dict) -> str:

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import zlib
 from typing import Mapping, Sequence
 
 import numpy as np
 import seqio
+
+import storage
 
 from data import packing
 from objectives import ul2
@@ -215,8 +216,8 @@ def plot_rates(plans: Mapping[str, MixturePlan], output: str) -> None:
   ax.set_title(f"Language distribution per mixture (budget {budget:,} rows)", pad=28)
   ax.legend(fontsize=8, ncol=len(plans), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
   fig.tight_layout()
-  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  fig.savefig(output, dpi=120)
+  storage.makedirs(storage.dirname(output))
+  storage.save_figure(fig, output, dpi=120)
   plt.close(fig)
 
 
@@ -249,9 +250,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   if unknown or not kinds:
     parser.error(f"--mixtures: unknown kind(s) {unknown}; choose among {', '.join(MIXTURE_KINDS)}")
   cache_dir = args.cache_dir or default_cache_dir(args.corpus)
-  vocab = args.vocab or os.path.join(args.corpus, "spm.model")
+  vocab = args.vocab or storage.join(args.corpus, "spm.model")
   for flag, path in (("--cache_dir", cache_dir), ("--vocab", vocab)):
-    if not os.path.exists(path):
+    if not storage.exists(path):
       parser.error(f"{flag} {path!r} does not exist: run `python -m data.vocab` and "
                    f"`python -m data.tasks --corpus {args.corpus} --vocab VOCAB` first")
   rows = args.train_steps * args.batch_size
@@ -266,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     shown = {mixture_name(k, suffix): plans[mixture_name(k, suffix)] for k in kinds}
     print(f"\n{title}: {budget_line(shown, args.sequence_length)}")
     print(rates_table(task_stats[suffix], shown))
-  plot = args.plot or os.path.join(args.corpus, "mixtures.png")
+  plot = args.plot or storage.join(args.corpus, "mixtures.png")
   plot_rates({mixture_name(k, "_ul2"): plans[mixture_name(k, "_ul2")] for k in kinds}, plot)
   print(f"wrote {plot}")
   if args.measure:

@@ -10,26 +10,25 @@ the feature names SeqIO's TFExampleDataSource reads.
 
 from __future__ import annotations
 
-import os
 from typing import Iterator
+
+import storage
 
 SPLITS = ("train", "validation")
 TEXT, PATH = "text", "path"
 
 
 def shard_name(language: str, split: str, index: int, num_shards: int) -> str:
-  return os.path.join(language, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
+  return storage.join(language, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
 
 
 def shard_pattern(corpus_dir: str, language: str, split: str) -> str:
   """A glob of one language's shards of one split (what a SeqIO data source reads)."""
-  return os.path.join(corpus_dir, language, f"{split}-*-of-*.tfrecord")
+  return storage.join(corpus_dir, language, f"{split}-*-of-*.tfrecord")
 
 
 def shard_files(corpus_dir: str, language: str, split: str) -> list[str]:
-  import tensorflow as tf  # tf.io.gfile: local paths and buckets (gs://, …) alike
-
-  return sorted(tf.io.gfile.glob(shard_pattern(corpus_dir, language, split)))
+  return storage.glob(shard_pattern(corpus_dir, language, split))
 
 
 def encode(text: str, path: str) -> bytes:
@@ -51,12 +50,12 @@ def write_shard(filename: str, records: list[bytes]) -> None:
   """
   import tensorflow as tf
 
-  tf.io.gfile.makedirs(os.path.dirname(filename))
+  storage.makedirs(storage.dirname(filename))
   tmp = filename + ".tmp"
   with tf.io.TFRecordWriter(tmp) as writer:
     for record in records:
       writer.write(record)
-  tf.io.gfile.rename(tmp, filename, overwrite=True)
+  storage.rename(tmp, filename)
 
 
 def read_texts(corpus_dir: str, language: str, split: str) -> Iterator[tuple[str, str]]:

@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
-import os
 import sys
 from typing import Mapping, Sequence
 
 import seqio
 import tensorflow as tf
 
+import storage
 from data import records
 from data.languages import LANGUAGES, Language
 from data.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, MODE_TOKENS, get_vocabulary
@@ -33,7 +32,7 @@ CACHE_SUBDIR = "cache"
 
 
 def default_cache_dir(corpus_dir: str) -> str:
-  return os.path.join(corpus_dir, CACHE_SUBDIR)
+  return storage.join(corpus_dir, CACHE_SUBDIR)
 
 
 def wrap_code_and_eod(dataset: tf.data.Dataset, code_id: int, eod_id: int) -> tf.data.Dataset:
@@ -155,7 +154,7 @@ class CachedSizes:
 
 def lengths_path(task_cache_dir: str, split: str) -> str:
   """The histogram of document lengths `cache_tasks` writes beside SeqIO's stats.{split}.json."""
-  return os.path.join(task_cache_dir, f"lengths.{split}.json")
+  return storage.join(task_cache_dir, f"lengths.{split}.json")
 
 
 def load_sizes(cache_dir: str, names: Sequence[str], split: str = "train") -> dict[str, CachedSizes]:
@@ -163,15 +162,13 @@ def load_sizes(cache_dir: str, names: Sequence[str], split: str = "train") -> di
   rerun = "run `python -m data.tasks --corpus CORPUS_DIR --vocab VOCAB` to cache and count the tasks"
   sizes = {}
   for name in names:
-    task_dir = os.path.join(cache_dir, seqio.get_task_dir_from_name(name))
+    task_dir = storage.join(cache_dir, seqio.get_task_dir_from_name(name))
     paths = (seqio.get_cached_stats_path(task_dir, split), lengths_path(task_dir, split))
     for path in paths:
-      if not tf.io.gfile.exists(path):
+      if not storage.exists(path):
         raise FileNotFoundError(f"no SeqIO cache statistics at {path}; {rerun}")
-    with tf.io.gfile.GFile(paths[0]) as f:
-      stats = json.load(f)
-    with tf.io.gfile.GFile(paths[1]) as f:
-      lengths = tuple((int(n), int(c)) for n, c in json.load(f)["targets"])
+    stats = storage.read_json(paths[0])
+    lengths = tuple((int(n), int(c)) for n, c in storage.read_json(paths[1])["targets"])
     size = CachedSizes(int(stats["examples"]), int(stats.get("targets_tokens", 0)), lengths)
     if sum(c for _, c in lengths) != size.documents or sum(n * c for n, c in lengths) != size.tokens:
       raise ValueError(f"{paths[1]} does not match {paths[0]} (a cache pass was interrupted?); {rerun}")
@@ -207,8 +204,8 @@ def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
   with beam.Pipeline(options=PipelineOptions(list(pipeline_args or []))) as pipeline:
     for name in names:
       task = seqio.get_mixture_or_task(name)
-      output_dir = os.path.join(cache_dir, seqio.get_task_dir_from_name(name))
-      tf.io.gfile.makedirs(output_dir)
+      output_dir = storage.join(cache_dir, seqio.get_task_dir_from_name(name))
+      storage.makedirs(output_dir)
       written = []
       for split in task.splits:
         label = f"{name}_{split}"
@@ -230,7 +227,7 @@ def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
       # SeqIO reads a task's cache only once COMPLETED exists: write it after every split's outputs.
       _ = (written | f"{name}_flatten" >> beam.Flatten() | f"{name}_nothing" >> beam.Filter(lambda _: False)
            | f"{name}_completed" >> beam.io.textio.WriteToText(
-               os.path.join(output_dir, "COMPLETED"), num_shards=1, shard_name_template=""))
+               storage.join(output_dir, "COMPLETED"), num_shards=1, shard_name_template=""))
   return load_sizes(cache_dir, names)
 
 
@@ -242,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--extra_ids", type=int, default=DEFAULT_EXTRA_IDS)
   args, pipeline_args = parser.parse_known_args(argv)
   for flag, path in (("--corpus", args.corpus), ("--vocab", args.vocab)):
-    if not tf.io.gfile.exists(path):
+    if not storage.exists(path):
       parser.error(f"{flag} {path!r} does not exist")
   try:
     counts = cache_tasks(args.corpus, args.vocab, args.cache_dir, pipeline_args, args.extra_ids)

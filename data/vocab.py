@@ -44,12 +44,14 @@ import hashlib
 import heapq
 import itertools
 import os
+import tempfile
 from typing import Iterable, Iterator, Sequence
 
 import seqio
 from seqio import vocabularies as seqio_vocabularies
 import sentencepiece as spm
 
+import storage
 from data import languages, records
 
 CODE_TOKEN = "[code]"
@@ -119,7 +121,7 @@ def training_sample(corpus_dir: str, chars_per_language: int, seed: int) -> dict
   return {language.name: sample_language(records.read_texts(corpus_dir, language.name, "train"),
                                          chars_per_language, seed)
           for language in languages.LANGUAGES
-          if os.path.isdir(os.path.join(corpus_dir, language.name))}
+          if storage.isdir(storage.join(corpus_dir, language.name))}
 
 
 def _split_long_line(line: str, max_bytes: int) -> Iterator[str]:
@@ -223,13 +225,20 @@ def train_vocabulary(corpus_dir: str, vocab_size: int, output: str, extra_ids: i
                      f"among {', '.join(l.name for l in languages.LANGUAGES)}")
   # A generator, so the chunked sentences are not a second copy of the sample in memory.
   sentences = (s for texts in sample.values() for text in texts for s in training_sentences(text))
-  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  storage.makedirs(storage.dirname(output))
   spm.set_random_generator_seed(seed)
-  try:
-    spm.SentencePieceTrainer.train(sentence_iterator=sentences, model_prefix=prefix,
-                                   **trainer_options(vocab_size, extra_ids, whitespace))
-  except RuntimeError as error:
-    raise _explain(error, corpus_dir, vocab_size, extra_ids) from error
+  # SentencePiece writes local files only: train into a temporary folder, then copy both files to
+  # `output` (local or a bucket) whole.
+  with tempfile.TemporaryDirectory() as local:
+    local_prefix = os.path.join(local, "spm")
+    try:
+      spm.SentencePieceTrainer.train(sentence_iterator=sentences, model_prefix=local_prefix,
+                                     **trainer_options(vocab_size, extra_ids, whitespace))
+    except RuntimeError as error:
+      raise _explain(error, corpus_dir, vocab_size, extra_ids) from error
+    for suffix in (".vocab", ".model"):  # the .model last: its presence means both are there
+      with open(local_prefix + suffix, "rb") as f:
+        storage.write_atomic(prefix + suffix, f.read())
   return output
 
 
@@ -313,7 +322,7 @@ def measure(vocabulary, corpus_dir: str, split: str = "validation",
   """Per language: (split measured, UTF-8 bytes, tokens) over up to max_bytes_per_language bytes."""
   stats = {}
   for language in languages.LANGUAGES:
-    if not os.path.isdir(os.path.join(corpus_dir, language.name)):
+    if not storage.isdir(storage.join(corpus_dir, language.name)):
       continue
     used_split, texts = _texts_with_fallback(corpus_dir, language.name, split)
     num_bytes = num_tokens = 0

@@ -28,13 +28,12 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 
 from data.languages import LANGUAGES, Language
-from sampling.jsonl import read_jsonl
+import storage
+from storage import read_jsonl
 
 GENERATION_TEMPLATE = (
     "You are an expert {language} programmer, complete the implementation.\n"
@@ -178,19 +177,11 @@ def babelcode_prompts(path: str, languages: Sequence[str] | None = None, task: s
 
 
 def write_jsonl(records: Iterable[dict], path: str) -> None:
-  """Write JSONL atomically: a temp file in the same folder, then os.replace, so a killed run never
-  leaves a half-written prompts file for sample.py to read."""
-  folder = os.path.dirname(os.path.abspath(path))
-  os.makedirs(folder, exist_ok=True)
-  fd, temp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      for record in records:
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    os.replace(temp, path)
-  except BaseException:
-    os.unlink(temp)
-    raise
+  """Written whole or not at all (storage.write_atomic), so a killed run never leaves a half-written
+  prompts file for sample.py to read; every record is serialised before anything is written."""
+  text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+  storage.makedirs(storage.dirname(path))
+  storage.write_atomic(path, text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,10 +33,11 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from evaluation import execution, typed
-from evaluation.judge import Case, Status, judge
+from evaluation.judge import Status, judge
 from evaluation.languages import MODULES, NOT_EVALUATED, get
 from evaluation.passk import mean_pass_at_k
-from sampling.jsonl import OutputLocked, exclusive_output, parse_line
+import storage
+from storage import OutputLocked, exclusive_output, parse_line
 from data.languages import BY_NAME, LANGUAGES
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -65,7 +66,7 @@ class Prediction:
 def load_benchmark(benchmark: str) -> dict[str, typed.Question]:
   if benchmark in BENCHMARKS:
     path = BENCHMARKS[benchmark]
-  elif os.path.exists(benchmark):
+  elif storage.exists(benchmark):
     path = benchmark  # a typed question file of one's own
   else:
     raise ValueError(f"unknown benchmark {benchmark!r}; choose {', '.join(BENCHMARKS)} or give a "
@@ -99,40 +100,37 @@ def read_predictions(path: str, questions: Mapping[str, typed.Question]
   aliases = {qid.rsplit("/", 1)[-1]: qid for qid in questions}
   predictions, invalid, seen = [], [], set()
   count: collections.Counter = collections.Counter()
-  with open(path, "rb") as f:
-    for number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      where = f"{path}:{number}"
-      try:
-        record = parse_line(line, where)
-      except ValueError as error:
-        invalid.append(str(error))
-        continue
-      try:
-        missing = [k for k in ("qid", "language", "code") if k not in record]
-        if missing:
-          raise ValueError(f"a prediction needs qid, language and code; missing {missing}")
-        if not isinstance(record["code"], str):
-          raise ValueError(f"code must be a string, got {type(record['code']).__name__}")
-        if not isinstance(record["qid"], (str, int)) or not isinstance(record["language"], str):
-          raise ValueError("qid must be a string and language a string")
-        language = language_name(record["language"])
-        qid = str(record["qid"])
-        qid = qid if qid in questions else aliases.get(qid)
-        if qid is None:
-          raise ValueError(f"unknown qid {record['qid']!r}")
-        sample_id = record.get("sample_id", count[(language, qid)])
-        if type(sample_id) not in (int, str):
-          raise ValueError(f"sample_id must be an int or a string, got {json.dumps(sample_id)[:40]}")
-        if (language, qid, sample_id) in seen:
-          raise ValueError(f"a second prediction for {language} {qid} sample {sample_id!r}")
-        count[(language, qid)] += 1
-      except ValueError as error:
-        invalid.append(f"{where}: {error}")
-        continue
-      seen.add((language, qid, sample_id))
-      predictions.append(Prediction(qid, sample_id, language, record["code"], number))
+  for number, line in storage.read_jsonl_lines(path, warn=invalid.append):
+    where = f"{path}:{number}"
+    try:
+      record = parse_line(line, where)
+    except ValueError as error:
+      invalid.append(str(error))
+      continue
+    try:
+      missing = [k for k in ("qid", "language", "code") if k not in record]
+      if missing:
+        raise ValueError(f"a prediction needs qid, language and code; missing {missing}")
+      if not isinstance(record["code"], str):
+        raise ValueError(f"code must be a string, got {type(record['code']).__name__}")
+      if not isinstance(record["qid"], (str, int)) or not isinstance(record["language"], str):
+        raise ValueError("qid must be a string and language a string")
+      language = language_name(record["language"])
+      qid = str(record["qid"])
+      qid = qid if qid in questions else aliases.get(qid)
+      if qid is None:
+        raise ValueError(f"unknown qid {record['qid']!r}")
+      sample_id = record.get("sample_id", count[(language, qid)])
+      if type(sample_id) not in (int, str):
+        raise ValueError(f"sample_id must be an int or a string, got {json.dumps(sample_id)[:40]}")
+      if (language, qid, sample_id) in seen:
+        raise ValueError(f"a second prediction for {language} {qid} sample {sample_id!r}")
+      count[(language, qid)] += 1
+    except ValueError as error:
+      invalid.append(f"{where}: {error}")
+      continue
+    seen.add((language, qid, sample_id))
+    predictions.append(Prediction(qid, sample_id, language, record["code"], number))
   return predictions, invalid
 
 
@@ -140,16 +138,11 @@ def read_results(path: str) -> dict[tuple, dict]:
   """Results already in `path` by (language, qid, sample_id); the later of two lines wins. A torn last
   line (a kill mid-write) is cut off; any other unreadable line is ignored (that prediction is
   scored again)."""
-  if not os.path.exists(path):
+  if not storage.exists(path):
     return {}
-  with open(path, "rb") as f:
-    data = f.read()
-  end = data.rfind(b"\n") + 1
-  if end < len(data):
-    with open(path, "r+b") as f:
-      f.truncate(end)
+  storage.repair_torn_tail(path)
   results = {}
-  for line in data[:end].splitlines():
+  for _, line in storage.read_jsonl_lines(path):
     try:
       record = json.loads(line)
       key = (record["language"], record["qid"], record["sample_id"])
@@ -217,7 +210,6 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
   predictions, invalid = read_predictions(predictions_path, questions)
   wanted = list(languages or EVALUATED)
   present = sorted({p.language for p in predictions}, key=lambda n: list(BY_NAME).index(n))
-  not_evaluated = {n: NOT_EVALUATED[n] for n in present if n in NOT_EVALUATED}
   missing_toolchain = {}
   for name in wanted:
     if name in present and name not in NOT_EVALUATED:
@@ -225,8 +217,8 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
       if lacking:
         missing_toolchain[name] = f"missing {', '.join(lacking)}; run `make toolchains`"
   runnable = [n for n in wanted if n in present and n not in missing_toolchain and n not in NOT_EVALUATED]
-  os.makedirs(output_dir, exist_ok=True)
-  results_path = os.path.join(output_dir, "results.jsonl")
+  storage.makedirs(output_dir)
+  results_path = storage.join(output_dir, "results.jsonl")
   with exclusive_output(results_path, "evaluation.score"):  # one scorer per output folder at a time
     mine = [p for p in predictions if p.language in runnable]
     results = read_results(results_path)
@@ -234,7 +226,7 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
     failures: list[str] = []
     pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
     try:
-      with open(results_path, "a", encoding="utf-8") as out, \
+      with storage.JsonlAppender(results_path) as out, \
            tqdm(total=len(todo), unit="prog", desc="scoring", disable=not progress,
                 smoothing=0.05) as bar:
         futures = {pool.submit(score_one, p, questions[p.qid], limits): p for p in todo}
@@ -247,13 +239,12 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
                             f"{p.sample_id!r} could not be scored: {type(error).__name__}: {error}")
             bar.update()
             continue
-          out.write(json.dumps(record) + "\n")  # one write per line: a kill tears at most the last
-          out.flush()
+          out.write(record)  # one write per line: a kill tears at most the last
           results[p.key] = record
           bar.update()
     finally:  # on an interrupt, start no more sandboxes
       pool.shutdown(wait=True, cancel_futures=True)
-    metrics: dict = {"benchmark": benchmark, "predictions": os.path.abspath(predictions_path),
+    metrics: dict = {"benchmark": benchmark, "predictions": storage.resolve(predictions_path),
                      "limits": dataclasses.asdict(limits), "scored_now": len(todo) - len(failures),
                      "languages": [], "toolchains": {}}
     for name in runnable:
@@ -264,17 +255,8 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
     metrics["not_evaluated"] = {**{n: NOT_EVALUATED[n] for n in NOT_EVALUATED}, **missing_toolchain}
     metrics["invalid_predictions"] = invalid
     metrics["unscored_predictions"] = failures
-    _write_json(os.path.join(output_dir, "metrics.json"), metrics)
+    storage.write_atomic(storage.join(output_dir, "metrics.json"), json.dumps(metrics, indent=2) + "\n")
     return metrics
-
-
-def _write_json(path: str, value: dict) -> None:
-  """Written whole or not at all: a reader never sees half a metrics file."""
-  partial = path + ".partial"
-  with open(partial, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2)
-    f.write("\n")
-  os.replace(partial, path)
 
 
 COLUMNS = (("percent_error", "% error"), ("percent_failed_test", "% failed test"),

@@ -250,7 +250,7 @@ def question_from_json(record: dict, where: str = "question") -> Question:
 
 
 def read_questions(path: str) -> list[Question]:
-  from sampling.jsonl import read_jsonl
+  from storage import read_jsonl
   return [question_from_json(record, f"{path}:{number}") for number, record in read_jsonl(path)]
 
 

@@ -11,7 +11,7 @@ and mixtures/<mixture>.gin) with MODEL_DIR = ABL_DIR/<size>_<mixture> and its co
 Locally the cells train one after another; a cell with done.json (or a final checkpoint and a validation
 record at the last step) is not rerun, a half-finished one resumes from its checkpoints. `--launcher tpu`
 only prints one tpu/launch.py command per cell (default grid: the paper's 1b/2b/4b x natural, unimax_1..4);
-when those runs finish, copy their metrics.jsonl files to a local ABL_DIR and run --collect_only there.
+when those runs finish, --collect_only --output gs://BUCKET/ablation reads their metrics from the bucket.
 `--repeat SIZE:MIXTURE` trains a second copy of a cell with another train.seed, so the table shows which
 differences are seed noise. Extra --gin.NAME=VALUE flags go to every cell's train.py.
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
@@ -37,8 +38,9 @@ import sys
 import time
 from typing import Callable, Mapping, Sequence
 
-from evaluation.languages import NOT_EVALUATED
+import storage
 from data.languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
+from evaluation.languages import NOT_EVALUATED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN_DIR = "gin_configs"  # relative to ROOT, where train.py runs
@@ -125,21 +127,26 @@ def parse_bindings(flags: Sequence[str]) -> tuple[list[str], int]:
 
 
 def _read_json(path: str) -> dict | None:
+  if not storage.exists(path):
+    return None
   try:
-    with open(path) as f:
-      return json.load(f)
-  except (FileNotFoundError, json.JSONDecodeError):
+    return storage.read_json(path)
+  except json.JSONDecodeError:
     return None
 
 
 def finished(cell_dir: str, steps: int) -> bool:
   """done.json of a run to the same step count, or (a run killed before its marker, or trained elsewhere)
   the final checkpoint and a validation record at the last step."""
-  marker = _read_json(os.path.join(cell_dir, "done.json"))
+  marker = _read_json(storage.join(cell_dir, "done.json"))
   if marker is not None:
     return marker.get("steps") == steps
-  step, _ = last_validation(os.path.join(cell_dir, "metrics.jsonl"))
-  return step == steps and os.path.isdir(os.path.join(cell_dir, "checkpoints", str(steps)))
+  step, _ = last_validation(storage.join(cell_dir, "metrics.jsonl"))
+  from training.run_info import RUN_INFO, read_checkpoint_dir
+
+  checkpoints = (read_checkpoint_dir(cell_dir) if storage.exists(storage.join(cell_dir, RUN_INFO))
+                 else storage.join(cell_dir, "checkpoints"))  # train.checkpoint_dir may have moved them
+  return step == steps and storage.isdir(storage.join(checkpoints, str(steps)))
 
 
 # (train.py args, log path, echo for progress lines) -> exit status
@@ -217,8 +224,8 @@ def train_locally(cells: Sequence[Cell], output: str, corpus: str, steps: int | 
       note(f"{prefix}: train.py exited with status {status}; the end of {log_path}:\n" + "".join(tail))
       return status
     took[cell] = time.monotonic() - cell_start
-    with open(os.path.join(model_dir, "done.json"), "w") as f:
-      json.dump({"steps": cell_steps, "seconds": took[cell], "train_args": args}, f, indent=1)
+    storage.write_json(os.path.join(model_dir, "done.json"),
+                       {"steps": cell_steps, "seconds": took[cell], "train_args": args})
     note(f"{prefix}: done in {_duration(took[cell])}")
   todo = sum(not done for *_, done in plan)
   note(f"{todo} of {len(plan)} cells {'to train' if dry_run else 'trained'}; "
@@ -254,17 +261,12 @@ def tpu_commands(cells: Sequence[Cell], output: str, corpus: str, steps: int | N
 def last_validation(metrics_path: str) -> tuple[int | None, dict[str, float]]:
   """(step, {language: loss}) of the last record with validation losses in a metrics.jsonl."""
   step, losses = None, {}
-  if not os.path.exists(metrics_path):
+  if not storage.exists(metrics_path):
     return step, losses
-  with open(metrics_path) as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:  # blank, or the torn last line of a killed run
-        continue
-      found = {k.split("/", 1)[1]: float(v) for k, v in record.items() if k.startswith("validation/")}
-      if found:
-        step, losses = int(record["step"]), found
+  for _, record in storage.read_jsonl(metrics_path, warn=lambda message: None):  # a torn last line: a killed run
+    found = {k.split("/", 1)[1]: float(v) for k, v in record.items() if k.startswith("validation/")}
+    if found:
+      step, losses = int(record["step"]), found
   return step, losses
 
 
@@ -294,11 +296,11 @@ def collect(output: str, cells: Sequence[Cell]) -> tuple[list[Result], list[Cell
   """The results of the cells that have a validation record, and the cells that have none."""
   results, missing = [], []
   for cell in cells:
-    step, losses = last_validation(os.path.join(output, cell.name, "metrics.jsonl"))
+    step, losses = last_validation(storage.join(output, cell.name, "metrics.jsonl"))
     if step is None:
       missing.append(cell)
     else:
-      results.append(Result(cell, step, losses, pass_at_k(os.path.join(output, cell.name, "scores", "metrics.json"))))
+      results.append(Result(cell, step, losses, pass_at_k(storage.join(output, cell.name, "scores", "metrics.json"))))
   return results, missing
 
 
@@ -389,11 +391,12 @@ def table_rows(results: Sequence[Result]) -> tuple[list[str], list[dict]]:
 
 def write_csv(path: str, columns: Sequence[str], rows: Sequence[Mapping]) -> None:
   """Missing values are empty fields."""
-  with open(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, columns)
-    writer.writeheader()
-    for row in rows:
-      writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+  text = io.StringIO(newline="")
+  writer = csv.DictWriter(text, columns)
+  writer.writeheader()
+  for row in rows:
+    writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+  storage.write_atomic(path, text.getvalue())
 
 
 def _markdown_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
@@ -517,7 +520,7 @@ def plot_mean_loss(results: Sequence[Result], sizes: Sequence[str], mixtures: Se
     handles, labels = axes[1].get_legend_handles_labels()
   fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5) or 1, fontsize=8, frameon=False)
   fig.tight_layout(rect=(0, 0.1, 1, 1))
-  fig.savefig(path, dpi=120)
+  storage.save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -563,7 +566,7 @@ def plot_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> b
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=len(mixtures) + 1)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  storage.save_figure(fig, path, dpi=120)
   plt.close(fig)
   return True
 
@@ -598,7 +601,7 @@ def plot_passk_change(results: Sequence[Result], sizes: Sequence[str], path: str
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=len(mixtures))
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  storage.save_figure(fig, path, dpi=120)
   plt.close(fig)
   return True
 
@@ -609,15 +612,14 @@ def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: S
   if not results:
     raise FileNotFoundError(f"no cell under {output} has a validation record (train.eval_every > 0?)")
   columns, rows = table_rows(results)
-  paths = [os.path.join(output, name) for name in
+  paths = [storage.join(output, name) for name in
            ("results.csv", "results.md", "fig5_mean_loss.png", "fig6_change_vs_natural.png")]
   write_csv(paths[0], columns, rows)
-  with open(paths[1], "w") as f:
-    f.write(markdown(results, missing))
+  storage.write_atomic(paths[1], markdown(results, missing))
   plot_mean_loss(results, sizes, mixtures, paths[2])
   if not plot_change(results, sizes, paths[3]):
     paths.pop()
-  passk_path = os.path.join(output, "fig6_passk_change_vs_natural.png")
+  passk_path = storage.join(output, "fig6_passk_change_vs_natural.png")
   if plot_passk_change(results, sizes, passk_path):
     paths.append(passk_path)
   return paths
@@ -687,12 +689,15 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_train) -> int:
       for command in commands:
         print(shlex.join(command))
       print(f"# {len(commands)} cells: run each command above (create and install the pods first, tpu/README.md); "
-            f"when they finish, copy {args.output}/*/metrics.jsonl to a local ABL_DIR and run "
-            f"`python -m experiments.ablation --launcher tpu --collect_only --output ABL_DIR`", file=sys.stderr)
+            f"when they finish, collect the tables and figures into {args.output} with "
+            f"`python -m experiments.ablation --launcher tpu --collect_only --output {args.output}`", file=sys.stderr)
       return 0
-    if not os.path.isdir(args.corpus):
+    if storage.is_url(args.output):
+      p.error(f"--output {args.output}: the local launcher writes its train.log files locally; give a local "
+              "folder, or use --launcher tpu for a bucket")
+    if not storage.isdir(args.corpus):
       p.error(f"--corpus {args.corpus}: no such folder")
-    status = train_locally(cells, os.path.abspath(args.output), os.path.abspath(args.corpus), args.steps, run_gin,
+    status = train_locally(cells, os.path.abspath(args.output), storage.resolve(args.corpus), args.steps, run_gin,
                            bindings, args.dry_run, runner)
     if status or args.dry_run:
       return status
@@ -701,8 +706,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_train) -> int:
   except FileNotFoundError as error:
     print(f"error: {error}", file=sys.stderr)
     return 1
-  with open(paths[1]) as f:
-    print(f.read())
+  print(storage.read_text(paths[1]))
   print("wrote " + ", ".join(paths))
   return 0
 

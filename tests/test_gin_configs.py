@@ -22,3 +22,27 @@ def test_each_mixture_file_selects_the_ul2_mixture_of_its_kind(kind):
 def test_every_mixture_file_is_a_known_kind():
   files = sorted(os.path.basename(p)[:-len(".gin")] for p in glob.glob(os.path.join(GIN_DIR, "mixtures", "*.gin")))
   assert files == sorted(mixtures.MIXTURE_KINDS)
+
+
+@pytest.mark.parametrize("run_file", ["gin_configs/runs/demo.gin", "runs/demo.gin"])
+def test_gin_files_and_their_includes_resolve_from_any_working_directory(run_file, tmp_path, monkeypatch):
+  """The README's `--gin_file=gin_configs/...` and the files' `include 'gin_configs/...'` are found
+  through the search paths (the repository root and gin_configs/), not the working directory."""
+  import gin_flags
+  import train  # noqa: F401 - registers train()'s configurables
+
+  monkeypatch.chdir(tmp_path)
+  extra = tmp_path / "mine"
+  extra.mkdir()
+  (extra / "short.gin").write_text("TRAIN_STEPS = 7\n")
+  gin.clear_config()
+  try:
+    files, bindings = gin_flags.parse_flags([f"--gin_file={run_file}", "--gin_file=short.gin",
+                                             f"--gin_search_paths={extra},{tmp_path}",
+                                             "--gin.MODEL_DIR='/tmp/x'", "--gin.CORPUS_DIR='/tmp/c'"])
+    gin_flags.parse_gin(files, bindings)
+    assert gin.query_parameter("%MIXTURE_OR_TASK_NAME") == "code_unimax_2_ul2"  # demo.gin itself
+    assert gin.query_parameter("%MODEL_SIZE") == "mini"  # through include 'gin_configs/models/mini.gin'
+    assert gin.query_parameter("%TRAIN_STEPS") == 7  # a file found through --gin_search_paths
+  finally:
+    gin.clear_config()

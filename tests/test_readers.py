@@ -94,7 +94,7 @@ def test_a_locked_output_names_its_holder_even_when_asked_the_instant_it_was_loc
 
   import pytest
 
-  from sampling.jsonl import OutputLocked, exclusive_output
+  from storage import OutputLocked, exclusive_output
 
   output = str(tmp_path / "predictions.jsonl")
   holder = subprocess.Popen(
@@ -116,3 +116,59 @@ def test_a_locked_output_names_its_holder_even_when_asked_the_instant_it_was_loc
   finally:
     holder.stdin.close()
     holder.wait()
+
+
+def _as_metrics_file(path):
+  """A MODEL_DIR holding `path` as its metrics.jsonl."""
+  import shutil
+
+  model_dir = path + ".run"
+  os.makedirs(model_dir, exist_ok=True)
+  shutil.copy(path, os.path.join(model_dir, "metrics.jsonl"))
+  return model_dir
+
+
+def _readers(tmp_path):
+  """(name, lines of a valid file, read(path) -> something comparable) for each JSONL file read."""
+  from evaluation import prompts as prompts_module
+  from evaluation import typed
+  from experiments import ablation
+  from training.metrics import MetricsWriter
+
+  question_lines = open(score.BENCHMARKS["humaneval"], "rb").read().split(b"\n")[:2]
+  prediction = lambda i: json.dumps({"qid": "HumanEval/0", "language": "Python", "code": "  return 1\n",
+                                     "sample_id": i}).encode()
+  result = lambda i: json.dumps({"language": "python", "qid": "HumanEval/0", "sample_id": i, "status": "passed",
+                                 "code_sha1": "x"}).encode()
+  prompt = lambda i: json.dumps({"qid": f"q{i}", "language": "Python", "prompt": "def f():\n"}).encode()
+  generation = lambda i: json.dumps({"qid": str(i), "language": "Python", "signature": "def f(x):",
+                                     "text": "Return x.", "entry_fn_name": "f", "solution_python": "def f(x): return x",
+                                     "test_code": "", "signature_with_docstring": "def f(x):\n  '''x'''"}).encode()
+  metrics = lambda i: json.dumps({"step": i + 1, "loss": 1.0, "validation/Python": 2.0 - i}).encode()
+  return [
+      ("prompts", [prompt(0), prompt(1)], lambda p: sample_entry.read_prompts(p)),
+      ("predictions (resume)", [json.dumps({**json.loads(prediction(0)), "qid": "q0"}).encode(),
+                                json.dumps({**json.loads(prediction(1)), "qid": "q0"}).encode()],
+       lambda p: sample_entry.completed_prompts(p, 2)),
+      ("predictions (score)", [prediction(0), prediction(1)], lambda p: score.read_predictions(p, QUESTIONS)[0]),
+      ("results", [result(0), result(1)], lambda p: score.read_results(p)),
+      ("typed questions", question_lines, lambda p: [q.qid for q in typed.read_questions(p)]),
+      ("metrics", [metrics(0), metrics(1)], lambda p: MetricsWriter(_as_metrics_file(p), primary=False).read()),
+      ("ablation metrics", [metrics(0), metrics(1)], lambda p: ablation.last_validation(p)),
+      ("babelcode", [generation(0), generation(1)], lambda p: prompts_module.babelcode_prompts(p)[0]),
+  ]
+
+
+def test_every_jsonl_reader_skips_a_torn_last_line_and_reads_the_rest(tmp_path, capsys):
+  """storage.py's one rule: a last line without its newline that does not parse is a write cut short;
+  every reader gives what it gives for the file without that line."""
+  for name, lines, read in _readers(tmp_path):
+    whole, torn = tmp_path / f"{len(name)}-whole.jsonl", tmp_path / f"{len(name)}-torn.jsonl"
+    whole.write_bytes(b"\n".join(lines) + b"\n")
+    torn.write_bytes(b"\n".join(lines) + b"\n" + lines[-1][:len(lines[-1]) // 2])
+    expected = read(str(whole))
+    assert expected, name
+    got = read(str(torn))
+    if name == "predictions (resume)":  # the resume reader also cuts the torn tail off the file
+      assert torn.read_bytes() == whole.read_bytes(), name
+    assert got == expected, name

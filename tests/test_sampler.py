@@ -212,6 +212,8 @@ def test_rows_split_over_devices_sample_as_on_one_device(setup):
   # 8 fake devices (conftest): 3 prompts x 1 sample = 3 rows, padded to 8 rows on a data mesh; greedy
   # decoding gives what one device gives, and the parameters keep training's layout.
   from model import sharding
+  from training.optimizer import adafactor
+  from training.step import state_shardings
 
   _, _, vocabulary, model, params, code_id = setup
   prompts = ["def add(a, b):\n", "import os\n", "x = [1, 2"]
@@ -221,6 +223,9 @@ def test_rows_split_over_devices_sample_as_on_one_device(setup):
     mesh = sharding.make_mesh(*mesh_shape)
     sampler = Sampler(model, params, vocabulary, code_id, [vocabulary.eos_id], mesh=mesh)
     assert sampler.row_shards == mesh.shape["data"] * mesh.shape["fsdp"]
+    training_layout = state_shardings(model, adafactor(1e-2), mesh)[1].params
+    for placed, trained in zip(jax.tree.leaves(sampler.params), jax.tree.leaves(training_layout), strict=True):
+      assert placed.sharding.is_equivalent_to(trained, placed.ndim)
     assert [[c.text for c in p] for p in sampler.sample(prompts, 1, config, seed=0)] == \
         [[c.text for c in p] for p in single]
   # Sampled (not greedy) rows on the mesh: the n samples of a prompt differ and a seed reproduces them.

@@ -1,0 +1,1 @@
+"""gin files, found through gin search paths and as package resources (gin's system path reader)."""
