@@ -27,7 +27,7 @@ import jax.numpy as jnp  # noqa: E402
 from model.config import SIZES, get_config  # noqa: E402
 from model.transformer import Decoder  # noqa: E402
 from sampling.sampler import Sampler, SamplingConfig  # noqa: E402
-from training.step import init_params  # noqa: E402
+from model.transformer import init_params  # noqa: E402
 from training.throughput import matmul_ceiling  # noqa: E402
 
 

@@ -250,14 +250,15 @@ def question_from_json(record: dict, where: str = "question") -> Question:
 
 
 def read_questions(path: str) -> list[Question]:
-  from storage import read_jsonl
-  return [question_from_json(record, f"{path}:{number}") for number, record in read_jsonl(path)]
+  import storage
+
+  return [question_from_json(record, f"{path}:{number}") for number, record in storage.read_jsonl(path)]
 
 
 def write_questions(questions: Iterable[Question], path: str) -> None:
-  with open(path, "w", encoding="utf-8") as f:
-    for q in questions:
-      f.write(json.dumps(q.to_json(), ensure_ascii=False) + "\n")
+  import storage
+
+  storage.write_atomic(path, "".join(json.dumps(q.to_json(), ensure_ascii=False) + "\n" for q in questions))
 
 
 def walk_types(type_: Type) -> Sequence[Type]:

@@ -15,7 +15,6 @@ from typing import Any, Iterator, Sequence
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -83,7 +82,9 @@ def abstract_params(model: nn.Module) -> Any:
   """`model`'s parameters as boxed (nn.LogicallyPartitioned) ShapeDtypeStructs, allocating nothing:
   eval_shape of the init. The boxes carry the logical axes the layers name; shapes do not depend on
   the [1, 8] dummy tokens."""
-  return jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"])
+  from model.transformer import init_params  # the model's one init
+
+  return jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
 
 
 def param_specs(boxed_params: Any) -> Any:

@@ -151,3 +151,9 @@ class Decoder(nn.Module):
       for name in new:
         new[name].append(layer_cache[name])
     return x, {name: tuple(buffers) for name, buffers in new.items()}
+
+
+def init_params(model: Decoder, rng: Array, batch_size: int = 1, length: int = 8):
+  """Boxed (nn.LogicallyPartitioned) parameters; under jax.eval_shape they allocate nothing. Their
+  shapes do not depend on the dummy tokens' shape."""
+  return model.init(rng, jnp.zeros((batch_size, length), jnp.int32))["params"]

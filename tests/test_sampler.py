@@ -22,7 +22,7 @@ from model.transformer import Decoder
 from data import tasks
 from sampling.sampler import Sampler, SamplingConfig
 from sampling.stops import cut_index, default_stops
-from training.step import init_params
+from model.transformer import init_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -15,7 +15,8 @@ from model import sharding
 from model.config import get_config
 from model.transformer import Decoder
 from training.optimizer import adafactor, adafactor_state_specs
-from training.step import init_params, init_state, loss_and_grads, state_shardings, train_step
+from model.transformer import init_params
+from training.step import init_state, loss_and_grads, state_shardings, train_step
 
 CFG = get_config("tiny")
 

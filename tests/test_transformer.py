@@ -9,7 +9,7 @@ import pytest
 from model.config import RematPolicy, get_config
 from model.decoding import decode_step, prefill
 from model.transformer import Decoder, init_cache
-from training.step import init_params
+from model.transformer import init_params
 
 CFG = get_config("tiny")
 

@@ -348,8 +348,8 @@ def test_model_trains_on_a_packed_ul2_batch(corpus, special):
   import jax.numpy as jnp
 
   from model.config import get_config
-  from model.transformer import Decoder
-  from training.step import init_params, loss_and_grads
+  from model.transformer import Decoder, init_params
+  from training.step import loss_and_grads
 
   vocabulary, _ = corpus
   docs = _documents(vocabulary, special, num_docs=20, seed=8)

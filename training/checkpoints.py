@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import jax
@@ -149,8 +148,7 @@ class Checkpointer:
   fingerprint) per step, and in training each host's input-pipeline state."""
 
   def __init__(self, directory: str, keep: int = 3, async_save: bool = True):
-    if "://" not in directory:
-      directory = os.path.abspath(directory)  # orbax refuses relative paths
+    directory = storage.resolve(directory)  # orbax refuses relative paths
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
                                            create=True, cleanup_tmp_directories=True)
     self._manager = ocp.CheckpointManager(directory, options=options)

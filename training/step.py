@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from model.loss import LossSums, cross_entropy_with_z_loss
-from model.transformer import Decoder
+from model.transformer import Decoder, init_params
 
 Batch = Mapping[str, jax.Array]  # SeqIO DecoderFeatureConverter features, each [B, T]
 
@@ -23,12 +23,6 @@ class TrainState:
   step: jax.Array
   params: Any
   opt_state: Any
-
-
-def init_params(model: Decoder, rng: jax.Array, batch_size: int = 1, length: int = 8) -> Any:
-  """Boxed (nn.LogicallyPartitioned) parameters; use under jax.eval_shape to allocate nothing."""
-  tokens = jnp.zeros((batch_size, length), jnp.int32)
-  return model.init(rng, tokens)["params"]
 
 
 def init_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax.Array) -> TrainState:
