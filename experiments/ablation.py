@@ -315,19 +315,28 @@ def languages_of(results: Sequence[Result]) -> list[Language]:
   return [l for l in LANGUAGES if any(l.name in r.losses for r in results)]
 
 
-def change_vs_natural(results: Sequence[Result]) -> dict[str, dict[str, dict[str, float]]]:
-  """size -> mixture -> language -> % change of validation loss against the same size's Natural cell
-  (negative: lower loss than Natural). Only first copies; repeats measure noise."""
+def _against_natural(results: Sequence[Result], change: Callable[[Result, Result], dict[str, float]],
+                     keep_empty: bool = True) -> dict[str, dict[str, dict[str, float]]]:
+  """size -> mixture -> `change(cell, natural)` for each first-copy cell with a Natural cell of its size
+  (repeats measure noise)."""
   base = {(r.cell.size, r.cell.mixture): r for r in results if not r.cell.repeat}
   changes: dict[str, dict[str, dict[str, float]]] = {}
   for (size, mixture), result in base.items():
     natural = base.get((size, NATURAL))
     if mixture == NATURAL or natural is None:
       continue
-    changes.setdefault(size, {})[mixture] = {
-        language: 100 * (loss - natural.losses[language]) / natural.losses[language]
-        for language, loss in result.losses.items() if language in natural.losses}
+    values = change(result, natural)
+    if values or keep_empty:
+      changes.setdefault(size, {})[mixture] = values
   return changes
+
+
+def change_vs_natural(results: Sequence[Result]) -> dict[str, dict[str, dict[str, float]]]:
+  """size -> mixture -> language -> % change of validation loss against the same size's Natural cell
+  (negative: lower loss than Natural)."""
+  return _against_natural(results, lambda result, natural: {
+      language: 100 * (loss - natural.losses[language]) / natural.losses[language]
+      for language, loss in result.losses.items() if language in natural.losses})
 
 
 def passk_change_vs_natural(results: Sequence[Result], k: str = "pass@1"
@@ -335,20 +344,12 @@ def passk_change_vs_natural(results: Sequence[Result], k: str = "pass@1"
   """size -> mixture -> language -> change of the language's pass@k against the same size's Natural
   cell, in percentage points (positive: more problems solved), from evaluation.score's per-language
   metrics ("LANGUAGE/pass@K"). Languages scored in both cells only."""
-  base = {(r.cell.size, r.cell.mixture): r for r in results if not r.cell.repeat}
-  changes: dict[str, dict[str, dict[str, float]]] = {}
-  for (size, mixture), result in base.items():
-    natural = base.get((size, NATURAL))
-    if mixture == NATURAL or natural is None:
-      continue
-    change = {}
-    for language in LANGUAGES:
-      key = f"{language.name}/{k}"
-      if key in result.passk and key in natural.passk:
-        change[language.name] = 100 * (result.passk[key] - natural.passk[key])
-    if change:
-      changes.setdefault(size, {})[mixture] = change
-  return changes
+  def change(result: Result, natural: Result) -> dict[str, float]:
+    keys = {language.name: f"{language.name}/{k}" for language in LANGUAGES}
+    return {name: 100 * (result.passk[key] - natural.passk[key]) for name, key in keys.items()
+            if key in result.passk and key in natural.passk}
+
+  return _against_natural(results, change, keep_empty=False)
 
 
 def seed_spread(results: Sequence[Result]) -> dict[str, dict[str, float]]:
