@@ -545,19 +545,13 @@ def plot_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> b
                            squeeze=False)
   for ax, size in zip(axes[:, 0], panels):
     mixtures = list(changes[size])
-    width = 0.8 / len(mixtures)
     repeated = [r.cell for r in results if r.cell.repeat and r.cell.size == size and r.cell.name in spreads]
     if repeated:  # the spread of this size's first repeated cell, relative to its loss
       diffs, base = spreads[repeated[0].name], first[(size, repeated[0].mixture)].losses
       band = [100 * diffs[l.name] / base[l.name] if l.name in diffs else 0.0 for l in languages]
       ax.bar(range(len(languages)), [2 * b for b in band], 0.9, bottom=[-b for b in band], color="0.85",
              label="± seed spread")
-    for j, mixture in enumerate(mixtures):
-      offset = (j - (len(mixtures) - 1) / 2) * width
-      ax.bar([i + offset for i in range(len(languages))],
-             [changes[size][mixture].get(l.name, 0.0) for l in languages], width,
-             color=_color(mixture), label=_label(mixture))
-    ax.axhline(0, color="black", linewidth=0.8)
+    _bars_per_mixture(ax, changes[size], mixtures, languages)
     high = sum(1 for l in languages if l.high_resource)
     if 0 < high < len(languages):
       ax.axvline(high - 0.5, color="0.5", linestyle="--", linewidth=0.8)
@@ -570,6 +564,17 @@ def plot_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> b
   storage.save_figure(fig, path, dpi=120)
   plt.close(fig)
   return True
+
+
+def _bars_per_mixture(ax, changes: Mapping[str, Mapping[str, float]], mixtures: Sequence[str],
+                      languages: Sequence[Language]) -> None:
+  """Figure 6's grouped bars: per language, one bar per mixture of its change against Natural."""
+  width = 0.8 / len(mixtures)
+  for j, mixture in enumerate(mixtures):
+    offset = (j - (len(mixtures) - 1) / 2) * width
+    ax.bar([i + offset for i in range(len(languages))], [changes[mixture].get(l.name, 0.0) for l in languages],
+           width, color=_color(mixture), label=_label(mixture))
+  ax.axhline(0, color="black", linewidth=0.8)
 
 
 def plot_passk_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> bool:
@@ -589,13 +594,7 @@ def plot_passk_change(results: Sequence[Result], sizes: Sequence[str], path: str
                            squeeze=False)
   for ax, size in zip(axes[:, 0], panels):
     mixtures = list(changes[size])
-    width = 0.8 / len(mixtures)
-    for j, mixture in enumerate(mixtures):
-      offset = (j - (len(mixtures) - 1) / 2) * width
-      ax.bar([i + offset for i in range(len(languages))],
-             [changes[size][mixture].get(l.name, 0.0) for l in languages], width,
-             color=_color(mixture), label=_label(mixture))
-    ax.axhline(0, color="black", linewidth=0.8)
+    _bars_per_mixture(ax, changes[size], mixtures, languages)
     ax.set_xticks(range(len(languages)), [l.display_name for l in languages], rotation=30, ha="right")
     ax.set_ylabel("pass@1 change vs Natural (points)")
     ax.set_title(f"{size}: pass@1 against Natural (positive is better)")
