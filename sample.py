@@ -2,7 +2,7 @@
 
   python sample.py --checkpoint=MODEL_DIR --prompts=prompts.jsonl --output=predictions.jsonl \
       --num_samples=200 [--temperature=0.8 --top_p=0.95 --top_k=0 --max_decode_length=256 \
-      --batch_size=8 --seed=0] [--gin_file=gin_configs/sample/humaneval.gin --gin.sample.mesh_shape=(-1,1,1)]
+      --batch_size=256 --seed=0] [--gin_file=gin_configs/sample/humaneval.gin --gin.sample.mesh_shape=(-1,1,1)]
 
 Every flag is also the gin parameter `sample.NAME`; an explicit flag wins over gin files and --gin.
 bindings. On several devices or hosts the sample rows are split over the mesh's batch axes and the
@@ -16,7 +16,9 @@ sequence), `finish_reason` (stop / eos / length), `num_tokens`, and the passed-t
 BabelCode reads (`qid`, `language`, `code`).
 
 Resumable: rerunning with the same --output skips prompts whose samples are all there; each prompt's
-samples are appended in one write, so a killed run never leaves a partial prompt. Documented edge
+samples are appended in one write as soon as its last sample ends, so a killed run never leaves a
+partial prompt. A sample's randomness comes from --seed, its prompt's (qid, language) and its sample_id
+only, so a resumed run (or one with another --batch_size or mesh) draws the same samples. Documented edge
 cases: an empty prompt samples from `[code]` alone; a prompt longer than the model's context minus
 max_decode_length keeps its last tokens (`prompt_truncated: true` in its records). A (qid, language)
 pair is one prompt: BabelCode reuses qids across languages.
@@ -30,7 +32,8 @@ import inspect
 import json
 import sys
 import time
-from typing import Iterator, Sequence
+import zlib
+from typing import Sequence
 
 import gin
 import numpy as np
@@ -106,9 +109,9 @@ def completed_prompts(path: str, num_samples: int) -> set[tuple[str, str]]:
   return complete
 
 
-def batches(items: list, size: int) -> Iterator[list]:
-  for start in range(0, len(items), size):
-    yield items[start:start + size]
+def prompt_seed_id(record: dict) -> int:
+  """A stable 32-bit id of a prompt's (qid, language): with --seed, what its samples are drawn from."""
+  return zlib.crc32(json.dumps(prompt_key(record)).encode())
 
 
 def split_checkpoint(checkpoint: str) -> tuple[str, int | None]:
@@ -177,7 +180,7 @@ def check_sampling_arguments(a: dict) -> None:
 @gin.configurable("sample", module="codelm")
 def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, output: str = gin.REQUIRED,
            num_samples: int = 1, temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
-           top_k: int = DEFAULT_TOP_K, max_decode_length: int = 256, batch_size: int = 8, seed: int = 0,
+           top_k: int = DEFAULT_TOP_K, max_decode_length: int = 256, batch_size: int = 256, seed: int = 0,
            chunk_length: int = 32, mesh_shape: Sequence[int] = (-1, 1, 1), show: int = 0) -> int:
   """Samples every prompt of `prompts` not yet complete in `output`; returns the samples written."""
   import jax
@@ -188,7 +191,7 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
   from training.run_info import read_run_info
 
   check_sampling_arguments(locals())
-  config = SamplingConfig(temperature, top_p, top_k, max_decode_length, chunk_length)
+  config = SamplingConfig(temperature, top_p, top_k, max_decode_length, chunk_length, rows=batch_size)
   records = read_prompts(prompts)
   run_config = read_run_info(split_checkpoint(checkpoint)[0])[0]
   if max_decode_length >= run_config.max_length:
@@ -216,23 +219,23 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
     from tqdm import tqdm
 
     with tqdm(total=len(todo) * num_samples, unit="sample", desc=f"sampling (step {step})", disable=not primary) as bar:
-      for index, group in enumerate(batches(todo, batch_size)):
-        stops = [p.get("stop", list(default_stops(p["language"]))) for p in group]
-        results = sampler.sample([p["prompt"] for p in group], num_samples, config,
-                                 seed=seed * 1_000_003 + index, stops=stops)
+      stops = [p.get("stop", list(default_stops(p["language"]))) for p in todo]
+      stream = sampler.stream([p["prompt"] for p in todo], num_samples, config, seed=seed, stops=stops,
+                              prompt_ids=[prompt_seed_id(p) for p in todo])
+      for index, completions in stream:  # each prompt as soon as its samples are all done
+        prompt = todo[index]
+        truncated = sampler.encode_prompt(prompt["prompt"], max_prompt)[1]
         lines = []
-        for prompt, completions in zip(group, results):
-          truncated = sampler.encode_prompt(prompt["prompt"], max_prompt)[1]
-          for sample_id, completion in enumerate(completions):
-            record = {k: v for k, v in prompt.items() if k not in ("prompt", "stop")}
-            record.update(qid=prompt["qid"], language=prompt["language"], sample_id=sample_id,
-                          code=completion.text, finish_reason=completion.finish_reason,
-                          num_tokens=completion.num_tokens)
-            if truncated:
-              record["prompt_truncated"] = True
-            lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-            tokens += completion.num_tokens
-        if primary:  # one append per batch of whole prompts
+        for sample_id, completion in enumerate(completions):
+          record = {k: v for k, v in prompt.items() if k not in ("prompt", "stop")}
+          record.update(qid=prompt["qid"], language=prompt["language"], sample_id=sample_id,
+                        code=completion.text, finish_reason=completion.finish_reason,
+                        num_tokens=completion.num_tokens)
+          if truncated:
+            record["prompt_truncated"] = True
+          lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+          tokens += completion.num_tokens
+        if primary:  # one append per whole prompt
           storage.append_lines(output, lines)
         samples += len(lines)
         elapsed = time.perf_counter() - start
@@ -260,7 +263,8 @@ def _flags_parser() -> argparse.ArgumentParser:
   parser.add_argument("--top_k", type=int, help=f"0: off; default: {defaults['top_k']}")
   parser.add_argument("--max_decode_length", type=int, help=f"default: {defaults['max_decode_length']}")
   parser.add_argument("--batch_size", type=int,
-                      help=f"prompts per batch (rows = prompts x samples); default: {defaults['batch_size']}")
+                      help="samples decoded at once (decode rows; finished ones are refilled at once); "
+                      f"default: {defaults['batch_size']}")
   parser.add_argument("--seed", type=int, help=f"default: {defaults['seed']}")
   parser.add_argument("--chunk_length", type=int,
                       help=f"tokens decoded between host stop checks; default: {defaults['chunk_length']}")

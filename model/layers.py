@@ -109,7 +109,12 @@ class MultiQueryAttention(nn.Module):
     q = rotary_embedding(q, positions, self.rope_max_wavelength)
     k = rotary_embedding(k, positions, self.rope_max_wavelength)
 
-    if cache is not None:
+    if cache is not None and "prefix_k" in cache:  # a PrefixSharedCache layer (model/transformer.py)
+      row = jnp.arange(batch)
+      cache = dict(cache, k=cache["k"].at[row, cache["index"]].set(k[:, 0].astype(cache["k"].dtype)),
+                   v=cache["v"].at[row, cache["index"]].set(v[:, 0].astype(cache["v"].dtype)))
+      out = self._attend_shared_prefix(q, cache)
+    elif cache is not None:
       # Scatter this call's keys/values into each row's own slots: rows may sit at different positions.
       row = jnp.arange(batch)[:, None]
       cache = {"k": cache["k"].at[row, positions].set(k.astype(cache["k"].dtype)),
@@ -138,6 +143,33 @@ class MultiQueryAttention(nn.Module):
     scores = jnp.where(jnp.swapaxes(mask, 1, 2)[:, :, :, None], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=1).astype(self.dtype).reshape(batch, -1, length * h)
     return jnp.einsum("bsm,bsk->bmk", probs, v).reshape(batch, length, h, k_dim)
+
+  def _attend_shared_prefix(self, q: Array, cache: dict[str, Array]) -> Array:
+    """q [R, 1, H, K]: each row's query over its slot's prefix and its own suffix slots 0..index.
+
+    The prefix [Q, Tp, K] is read once for the G = R / Q rows of its slot (their G*H queries fold into
+    one product), the suffix only up to `window`. The two parts' softmaxes are merged by their
+    maxima, as flash attention merges blocks."""
+    rows, _, h, k_dim = q.shape
+    slots, prefix_length = cache["prefix_k"].shape[:2]
+    group, window = rows // slots, cache["window"]
+    lowest, scale = jnp.finfo(jnp.float32).min, k_dim ** -0.5
+    by_slot = q.reshape(slots, group * h, k_dim)
+    prefix = jnp.einsum("qtk,qmk->qtm", cache["prefix_k"].astype(self.dtype), by_slot,
+                        preferred_element_type=jnp.float32) * scale  # [Q, Tp, G*H]
+    seen = jnp.arange(prefix_length)[None, :] < cache["prefix_lengths"][:, None]
+    prefix = jnp.where(seen[:, :, None], prefix, lowest)
+    k, v = cache["k"][:, :window].astype(self.dtype), cache["v"][:, :window].astype(self.dtype)
+    suffix = jnp.einsum("rsk,rhk->rsh", k, q[:, 0], preferred_element_type=jnp.float32) * scale  # [R, W, H]
+    suffix = jnp.where((jnp.arange(window)[None, :] <= cache["index"][:, None])[:, :, None], suffix, lowest)
+    top = jnp.maximum(prefix.max(axis=1).reshape(rows, h), suffix.max(axis=1))  # [R, H]
+    prefix = jnp.exp(prefix - top.reshape(slots, 1, group * h))
+    suffix = jnp.exp(suffix - top[:, None, :])
+    total = prefix.sum(axis=1).reshape(rows, h) + suffix.sum(axis=1)
+    out = jnp.einsum("qtm,qtk->qmk", prefix.astype(self.dtype), cache["prefix_v"].astype(self.dtype),
+                     preferred_element_type=jnp.float32).reshape(rows, h, k_dim)
+    out = out + jnp.einsum("rsh,rsk->rhk", suffix.astype(self.dtype), v, preferred_element_type=jnp.float32)
+    return (out / total[..., None]).astype(self.dtype)[:, None]
 
   def _attend(self, q: Array, k: Array, v: Array, mask: Array) -> Array:
     """q [B, T, H, K], k and v [B, S, K], mask [B or 1, T, S] -> [B, T, H, K]."""

@@ -8,6 +8,7 @@ S cache slots, L layers, D d_model, K head_dim, V vocab.
 from __future__ import annotations
 
 import flax.linen as nn
+import flax.struct
 import jax
 import jax.numpy as jnp
 
@@ -19,6 +20,45 @@ Array = jax.Array
 # than one [L, B, S, K] array: each decode step then writes every layer's slots in place, where slicing
 # layers out of a stacked array (and stacking them back) copies the whole cache per token.
 KVCache = dict[str, tuple[Array, ...]]
+
+
+@flax.struct.dataclass
+class PrefixSharedCache:
+  """A KV cache for many samples of few prompts (decoding only, one token per row and call).
+
+  R rows decode in Q prompt slots of G = R / Q rows each (rows q*G .. q*G+G-1 belong to slot q). Each
+  slot holds one prompt's keys/values once (the prefix), shared by its rows; each row holds the keys/
+  values of its own generated tokens (the suffix). A call writes each row's new key/value at suffix slot
+  `suffix_index` and attends over its slot's prefix (up to `prefix_lengths`) and its suffix slots
+  0..suffix_index, reading only the first `window` suffix slots (a static bound on the live length, so
+  attention costs what is live, not what is allocated).
+  """
+
+  prefix_k: tuple[Array, ...]  # L x [Q, Tp, K]
+  prefix_v: tuple[Array, ...]
+  prefix_lengths: Array  # [Q]
+  suffix_k: tuple[Array, ...]  # L x [R, N, K]
+  suffix_v: tuple[Array, ...]
+  suffix_index: Array  # [R]
+  window: int = flax.struct.field(pytree_node=False, default=0)  # 0: all N suffix slots
+
+  def layer(self, i: int) -> dict:
+    """Layer i's part, as plain data for the attention layer."""
+    return {"prefix_k": self.prefix_k[i], "prefix_v": self.prefix_v[i], "prefix_lengths": self.prefix_lengths,
+            "k": self.suffix_k[i], "v": self.suffix_v[i], "index": self.suffix_index,
+            "window": self.window or self.suffix_k[i].shape[1]}
+
+
+def init_prefix_shared_cache(config: ModelConfig, slots: int, prefix_length: int, rows: int,
+                             suffix_length: int) -> PrefixSharedCache:
+  """An empty PrefixSharedCache: Q = slots prompts of up to prefix_length tokens, rows x suffix_length."""
+  if rows % slots:
+    raise ValueError(f"rows ({rows}) must be a multiple of the prompt slots ({slots})")
+  zeros = lambda *shape: tuple(jnp.zeros(shape + (config.head_dim,), config.dtype)  # noqa: E731
+                               for _ in range(config.num_layers))
+  return PrefixSharedCache(prefix_k=zeros(slots, prefix_length), prefix_v=zeros(slots, prefix_length),
+                           prefix_lengths=jnp.zeros((slots,), jnp.int32), suffix_k=zeros(rows, suffix_length),
+                           suffix_v=zeros(rows, suffix_length), suffix_index=jnp.zeros((rows,), jnp.int32))
 
 
 def init_cache(config: ModelConfig, batch_size: int, max_length: int | None = None) -> KVCache:
@@ -101,19 +141,24 @@ class Decoder(nn.Module):
 
   def __call__(self, tokens: Array, positions: Array | None = None, segment_ids: Array | None = None,
                causal_attention: Array | None = None,
-               cache: KVCache | None = None) -> tuple[Array, KVCache | None]:
+               cache: KVCache | PrefixSharedCache | None = None) -> tuple[Array, KVCache | PrefixSharedCache | None]:
     """tokens [B, T] -> (logits [B, T, V] in f32, updated cache or None).
 
     Without a cache: a training / scoring pass over packed rows (positions default to 0..T-1).
     With a cache: `positions` [B, T] are each token's absolute position in its row; keys and values
     are written there and each query sees its row's slots up to its own position (prefill is a call
-    with the prompts, right-padded; each decode step is a call with T = 1).
+    with the prompts, right-padded; each decode step is a call with T = 1). With a PrefixSharedCache
+    (T = 1), `positions` are only for RoPE; the cache says where keys go and what each row sees.
     """
     cfg = self.config
     batch, length = tokens.shape
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
-    if cache is not None:
+    if isinstance(cache, PrefixSharedCache):
+      if length != 1:
+        raise ValueError(f"a PrefixSharedCache decodes one token per row, got {length}")
+      mask = None  # the cache's lengths and indices say what each row sees
+    elif cache is not None:
       mask = cache_mask(positions, cache["k"][0].shape[1])
     elif segment_ids is None and causal_attention is None:
       mask = None  # plain causal: built inside attention, or skipped entirely by a fused kernel
@@ -134,7 +179,8 @@ class Decoder(nn.Module):
     logits = constrain(logits.reshape(batch, length, cfg.vocab_size), ("act_batch", "act_length", "act_vocab"))
     return logits, cache
 
-  def _cached_layers(self, x: Array, positions: Array, mask: Array, cache: KVCache) -> tuple[Array, KVCache]:
+  def _cached_layers(self, x: Array, positions: Array, mask: Array | None, cache: KVCache | PrefixSharedCache
+                     ) -> tuple[Array, KVCache | PrefixSharedCache]:
     """The layers unrolled for cached decoding, layer i reading and writing its own cache buffer.
 
     The scanned layers would slice each layer's cache out of a stacked array and stack the updated
@@ -144,12 +190,16 @@ class Decoder(nn.Module):
     layer_params = nn.meta.unbox(self.variables["params"]["layers"])  # [L, ...] leaves, as nn.scan made them
     block = ParallelBlock(cfg.num_heads, cfg.head_dim, cfg.d_ff, cfg.rope_max_wavelength, cfg.norm_eps, cfg.dtype,
                           cfg.param_dtype, cfg.attention_kernel, parent=None)
+    shared = isinstance(cache, PrefixSharedCache)
     new = {"k": [], "v": []}
     for layer in range(cfg.num_layers):
+      layer_cache = cache.layer(layer) if shared else {"k": cache["k"][layer], "v": cache["v"][layer]}
       x, layer_cache = block.apply({"params": jax.tree.map(lambda p: p[layer], layer_params)}, x, positions, mask,
-                                   {"k": cache["k"][layer], "v": cache["v"][layer]})
+                                   layer_cache)
       for name in new:
         new[name].append(layer_cache[name])
+    if shared:
+      return x, cache.replace(suffix_k=tuple(new["k"]), suffix_v=tuple(new["v"]))
     return x, {name: tuple(buffers) for name, buffers in new.items()}
 
 

@@ -1,22 +1,33 @@
-"""n completions per prompt from a trained decoder: KV-cache decoding in one jitted loop.
+"""n completions per prompt from a trained decoder: continuous batching over a shared-prompt KV cache.
 
-Each prompt is prefilled once; its cache is then copied to its n sample rows. Decoding runs on the
-device in a `lax.while_loop` for up to `chunk_length` tokens at a time and stops early once every row
-has finished (end-of-document or the length limit). Stop *strings* (which may span token boundaries)
-are checked on the host between chunks, so there is no per-token host round trip.
+The work is every (prompt, sample) pair. A fixed number of decode rows runs it in one jitted
+`lax.while_loop`, up to `chunk_length` steps per call:
+- Rows sit in prompt slots of G rows. A slot holds one prompt's KV cache, prefilled once and read once
+  per step for all its rows (model.transformer.PrefixSharedCache); each row keeps only the keys and
+  values of the tokens it generated.
+- A row whose sample ends (end-of-document or its length limit) is flushed to an output buffer and
+  takes the slot prompt's next pending sample in the same step. A slot whose prompt has nothing left
+  and whose rows are all idle is refilled with the next prompt (prefilled inside the loop); when no new
+  prompt is left, it takes a second copy of the prompt with the most samples still pending, so the
+  tail of a run keeps every row busy.
+- Attention reads each row's generated keys only up to a window: the longest live sample in the
+  batch plus one chunk, rounded up to `window_bucket` (one compiled loop per window).
+- Every sample draws from its own key, fold_in(seed, prompt id, sample index, token index), so the
+  samples do not depend on the row, the slot, the batch or the devices they ran on.
+Stop *strings* (which may span token boundaries) are checked on the host between chunks, when the
+finished samples are collected: there is no per-token host round trip.
 
-Data-parallel: given a mesh (model/sharding.py's, as training builds it), the sample rows and their
-caches are split over the batch axes (data, fsdp) of every device on every host, and the parameters
-keep the partitioning rules of training (sharded over fsdp / tensor). Every host runs the same
-program on the same prompts and sees every row's tokens (gathered once per chunk), so the host-side
-stop checks agree everywhere.
+Data-parallel: given a mesh (model/sharding.py's, as training builds it), rows and prompt slots are
+split over the batch axes (data, fsdp) of every device on every host, and the parameters keep the
+partitioning rules of training. Every host runs the same program on the same prompts and sees every
+row's tokens (gathered once per chunk), so the host-side decisions agree everywhere.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import flax.struct
 import jax
@@ -25,10 +36,10 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from model.decoding import decode_step, prefill
+from model.decoding import decode_step, prefill_slot
 from model import sharding
 from model.sharding import BATCH_AXES
-from model.transformer import Decoder, init_cache
+from model.transformer import Decoder, PrefixSharedCache, init_prefix_shared_cache
 from sampling.stops import cut_index
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, sample_tokens
 
@@ -40,6 +51,11 @@ class SamplingConfig:
   top_k: int = DEFAULT_TOP_K
   max_decode_length: int = 256
   chunk_length: int = 32  # tokens decoded on device between host-side stop-string checks
+  rows: int = 256  # samples decoded at once (fewer when the run has fewer); memory ~ rows x max_decode_length
+  rows_per_prompt: int = 0  # G, rows sharing one copy of a prompt's cache; 0: automatic (see layout)
+  continuous: bool = True  # refill finished rows at once; False: static batches (each row one sample)
+  share_prompt_cache: bool = True  # False: one copy of the prompt's cache per row (G = 1)
+  window_bucket: int = 64  # generated-token attention window rounded up to this; 0: the whole allocation
 
 
 @dataclasses.dataclass
@@ -51,15 +67,34 @@ class Completion:
 
 @flax.struct.dataclass
 class DecodeState:
-  """Everything the decode loop carries; rows are samples. Shapes: R rows, N new-token budget."""
+  """Everything the decode loop carries. P prompts, n samples each, Q slots of G rows (R = Q x G rows),
+  N new-token budget, F finished-sample buffer rows. A sample is numbered p * n + s."""
 
-  tokens: jax.Array  # [R, N] generated token ids (0 where not yet generated)
-  num_generated: jax.Array  # [R] tokens generated so far
+  # The work (constant): prompts right-padded to Tp, per-prompt keys, per-sample token limits.
+  prompts: jax.Array  # [P, Tp]
+  prompt_lengths: jax.Array  # [P]
+  prompt_keys: jax.Array  # [P] PRNG keys: fold_in(seed key, prompt id)
+  limits: jax.Array  # [P * n] new tokens allowed per sample (<= N)
+  pending: jax.Array  # [P] samples of each prompt handed to rows so far
+  next_prompt: jax.Array  # () prompts given a slot so far, in order
+  # Prompt slots.
+  slot_prompt: jax.Array  # [Q] -1: empty
+  slot_logits: jax.Array  # [Q, V] next-token logits after the slot's prompt
+  fresh: jax.Array  # [Q] admitted this step (static batching assigns rows only then)
+  batch_open: jax.Array  # () static batching: slots are being filled
+  cache: PrefixSharedCache
+  # Rows.
+  sample: jax.Array  # [R] the sample a row runs, -1: idle
+  tokens: jax.Array  # [R, N] its generated token ids
+  num_generated: jax.Array  # [R]
   last: jax.Array  # [R] the token to feed next
-  positions: jax.Array  # [R] absolute position of `last`
-  done: jax.Array  # [R] finished (end-of-document, or stopped by the host)
-  cache: Any
-  key: jax.Array
+  done: jax.Array  # [R] finished, waiting to be flushed
+  # Finished samples since the host last looked.
+  out_sample: jax.Array  # [F]
+  out_tokens: jax.Array  # [F, N]
+  out_generated: jax.Array  # [F]
+  out_count: jax.Array  # ()
+  steps: jax.Array  # () decode steps run (all calls)
 
 
 class Sampler:
@@ -72,11 +107,12 @@ class Sampler:
     self.end_ids = tuple(int(i) for i in end_ids)  # [eod] and eos end a sample
     self.mesh = mesh  # None: wherever jax puts things (one device)
     self.row_shards = 1 if mesh is None else int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
+    self.last_stats: dict = {}  # of the last run: rows, slots, decode steps, chunks
     if mesh is not None:  # training's layout (a no-op for parameters restored onto it)
       self.params = jax.device_put(params, sharding.param_shardings(model, mesh))
 
   def _shard_rows(self, tree: Any) -> Any:
-    """Constrain every [rows, ...] array of `tree` to be split over the mesh's batch axes."""
+    """Constrain every [rows or slots, ...] array of `tree` to be split over the mesh's batch axes."""
     if self.mesh is None:
       return tree
 
@@ -106,87 +142,229 @@ class Sampler:
       return ids[-max_prompt_tokens:], True
     return ids, False
 
-  @functools.partial(jax.jit, static_argnames=("self", "config", "num_samples", "rows"))
-  def _start(self, params: Any, prompts: jax.Array, lengths: jax.Array, key_data: jax.Array, config: SamplingConfig,
-             num_samples: int, rows: int) -> DecodeState:
-    """Prefill [P, T] prompts once, copy each cache to its num_samples rows, draw the first tokens.
+  def layout(self, num_prompts: int, num_samples: int, config: SamplingConfig) -> tuple[int, int]:
+    """(slots Q, rows per slot G): Q x G >= the rows asked for (capped at the work), Q a multiple of
+    the row shards."""
+    rows = max(1, min(config.rows, num_prompts * num_samples))
+    group = 1
+    if config.share_prompt_cache:
+      # Automatic: every prompt's samples in one slot when the rows hold them all; otherwise about four
+      # samples per row and prompt (a slot waits for its prompt's last sample before taking another).
+      group = config.rows_per_prompt or max(num_samples // 4, -(-rows // num_prompts))
+    group = max(1, min(group, num_samples, rows))
+    slots = -(-rows // group)
+    return -(-slots // self.row_shards) * self.row_shards, group
 
-    `rows` >= P * num_samples: rows past P * num_samples (padding up to a multiple of the row shards)
-    repeat the last prompt and are discarded by the caller.
-    """
-    batch, prompt_len = prompts.shape
-    cache = init_cache(self.model.config, batch, prompt_len + config.max_decode_length)
-    logits, cache = prefill(self.model, params, prompts, lengths, cache)
-    copy = lambda x: jnp.repeat(x, num_samples, axis=0, total_repeat_length=rows)
-    cache = self._shard_rows(jax.tree.map(copy, cache))  # each layer [rows, S, K]
-    logits, positions = copy(logits), copy(lengths)
-    key, draw = jax.random.split(jax.random.wrap_key_data(key_data))
-    first = sample_tokens(logits, draw, config.temperature, config.top_p, config.top_k)
-    tokens = jnp.zeros((rows, config.max_decode_length), jnp.int32).at[:, 0].set(first)
-    done = jnp.isin(first, jnp.asarray(self.end_ids))
-    return self._shard_rows(DecodeState(tokens=tokens, num_generated=jnp.ones((rows,), jnp.int32), last=first,
-                                        positions=positions, done=done, cache=cache, key=key))
+  @functools.partial(jax.jit, static_argnames=("self", "num_samples", "slots", "group", "config", "vocab"))
+  def _init(self, prompts: jax.Array, lengths: jax.Array, prompt_ids: jax.Array, key_data: jax.Array,
+            limits: jax.Array, num_samples: int, slots: int, group: int, config: SamplingConfig,
+            vocab: int) -> DecodeState:
+    num_prompts, prompt_width = prompts.shape
+    rows, new = slots * group, config.max_decode_length
+    base = jax.random.wrap_key_data(key_data)
+    cache = init_prefix_shared_cache(self.model.config, slots, prompt_width, rows, new)
+    state = DecodeState(
+        prompts=prompts, prompt_lengths=lengths,
+        prompt_keys=jax.vmap(lambda i: jax.random.fold_in(base, i))(prompt_ids), limits=limits,
+        pending=jnp.zeros((num_prompts,), jnp.int32), next_prompt=jnp.zeros((), jnp.int32),
+        slot_prompt=jnp.full((slots,), -1, jnp.int32), slot_logits=jnp.zeros((slots, vocab), jnp.float32),
+        fresh=jnp.zeros((slots,), bool), batch_open=jnp.ones((), bool), cache=cache,
+        sample=jnp.full((rows,), -1, jnp.int32), tokens=jnp.zeros((rows, new), jnp.int32),
+        num_generated=jnp.zeros((rows,), jnp.int32), last=jnp.zeros((rows,), jnp.int32),
+        done=jnp.zeros((rows,), bool), out_sample=jnp.zeros((2 * rows,), jnp.int32),
+        out_tokens=jnp.zeros((2 * rows, new), jnp.int32), out_generated=jnp.zeros((2 * rows,), jnp.int32),
+        out_count=jnp.zeros((), jnp.int32), steps=jnp.zeros((), jnp.int32))
+    return self._shard_state(state)
 
-  @functools.partial(jax.jit, static_argnames=("self", "config"), donate_argnames=("state",))
-  def _continue(self, params: Any, state: DecodeState, stopped: jax.Array, config: SamplingConfig) -> DecodeState:
-    """Up to chunk_length decode steps, ending early once every row is done (or `stopped` by the host)."""
-    limit = config.max_decode_length
-    state = state.replace(done=state.done | stopped)
+  def _shard_state(self, state: DecodeState) -> DecodeState:
+    return state.replace(cache=self._shard_rows(state.cache), tokens=self._shard_rows(state.tokens),
+                         slot_logits=self._shard_rows(state.slot_logits))
+
+  @functools.partial(jax.jit, static_argnames=("self", "num_samples", "group", "window", "config"),
+                     donate_argnames=("state",))
+  def _continue(self, params: Any, state: DecodeState, stopped: jax.Array, num_samples: int, group: int,
+                window: int, config: SamplingConfig) -> DecodeState:
+    """Up to chunk_length decode steps; ends early when the work is done or the output buffer may not
+    hold another step's finished samples. The host has collected the output buffer before the call."""
+    n, new = num_samples, config.max_decode_length
+    rows, slots = state.sample.shape[0], state.slot_prompt.shape[0]
+    capacity = state.out_sample.shape[0]
+    row_slot = jnp.arange(rows) // group
+    end_ids = jnp.asarray(self.end_ids)
+    state = state.replace(done=state.done | (stopped & (state.sample >= 0)), out_count=jnp.zeros((), jnp.int32))
+
+    def work_left(state):
+      return jnp.any(state.sample >= 0) | jnp.any(state.pending < n)
 
     def cond(carry):
       state, steps = carry
-      return (steps < config.chunk_length) & ~jnp.all(state.done | (state.num_generated >= limit))
+      return (steps < config.chunk_length) & (state.out_count + rows <= capacity) & work_left(state)
 
     def body(carry):
       state, steps = carry
-      logits, cache = decode_step(self.model, params, state.last, state.positions, state.cache)
-      key, draw = jax.random.split(state.key)
-      token = sample_tokens(logits, draw, config.temperature, config.top_p, config.top_k)
-      active = ~state.done & (state.num_generated < limit)
-      index = jnp.minimum(state.num_generated, limit - 1)
-      tokens = state.tokens.at[jnp.arange(token.shape[0]), index].set(
-          jnp.where(active, token, state.tokens[jnp.arange(token.shape[0]), index]))
-      done = state.done | (active & jnp.isin(token, jnp.asarray(self.end_ids)))
-      return state.replace(tokens=tokens, num_generated=state.num_generated + active, last=token,
-                           positions=state.positions + active, done=done, cache=cache, key=key), steps + 1
+      # 1. Decode the rows that have a token to feed; idle rows compute too (fixed shapes) and are ignored.
+      index = jnp.maximum(state.num_generated - 1, 0)
+      cache = state.cache.replace(suffix_index=index, window=window)
+      positions = cache.prefix_lengths[row_slot] + index
+      logits, cache = decode_step(self.model, params, state.last, positions, cache)
+      cache = cache.replace(window=0)
+      running = (state.sample >= 0) & ~state.done
+
+      # 2. Flush finished rows into the output buffer; they become idle.
+      flush = (state.sample >= 0) & state.done
+      slot_in_buffer = jnp.where(flush, state.out_count + jnp.cumsum(flush) - 1, capacity)
+      state = state.replace(
+          out_sample=state.out_sample.at[slot_in_buffer].set(state.sample, mode="drop"),
+          out_tokens=state.out_tokens.at[slot_in_buffer].set(state.tokens, mode="drop"),
+          out_generated=state.out_generated.at[slot_in_buffer].set(state.num_generated, mode="drop"),
+          out_count=state.out_count + jnp.sum(flush), sample=jnp.where(flush, -1, state.sample))
+
+      # 3. Give at most one free slot a prompt (prefilled here, inside the loop).
+      idle = state.sample < 0
+      slot_idle = idle.reshape(slots, group).all(axis=1)
+      has_pending = state.pending < n
+      if config.continuous:
+        exhausted = (state.slot_prompt < 0) | ~has_pending[jnp.maximum(state.slot_prompt, 0)]
+        free = slot_idle & exhausted
+        has_new = state.next_prompt < state.pending.shape[0]
+        admitted_before = jnp.arange(state.pending.shape[0]) < state.next_prompt
+        copy = jnp.argmax(jnp.where(admitted_before, n - state.pending, 0))  # most samples still pending
+        prompt = jnp.where(has_new, state.next_prompt, copy)
+        admit = jnp.any(free) & (has_new | (admitted_before[copy] & has_pending[copy]))
+        batch_open = state.batch_open
+      else:  # static batches: fill every slot once all rows are idle, then run the batch out
+        free = slot_idle
+        batch_open = state.batch_open | jnp.all(idle)
+        prompt = jnp.argmax(has_pending)  # the first prompt with samples left
+        has_new = jnp.zeros((), bool)
+        admit = jnp.any(free) & jnp.any(has_pending) & batch_open
+      slot = jnp.argmax(free)
+
+      def fill(state):
+        logits, cache = prefill_slot(self.model, params, state.prompts[prompt], state.prompt_lengths[prompt], slot,
+                                     state.cache)
+        return state.replace(cache=cache, slot_prompt=state.slot_prompt.at[slot].set(prompt),
+                             slot_logits=state.slot_logits.at[slot].set(logits), fresh=state.fresh.at[slot].set(True))
+
+      state = jax.lax.cond(admit, fill, lambda state: state, state.replace(cache=cache))
+      state = state.replace(next_prompt=state.next_prompt + (admit & has_new).astype(jnp.int32),
+                            batch_open=batch_open & (admit | config.continuous))
+
+      # 4. Idle rows take their slot prompt's next samples (rank among idle rows of the same prompt).
+      row_prompt = state.slot_prompt[row_slot]
+      eligible = idle & (row_prompt >= 0)
+      if not config.continuous:
+        eligible = eligible & state.fresh[row_slot]
+      before = (row_prompt[:, None] == row_prompt[None, :]) & eligible[None, :] & (
+          jnp.arange(rows)[None, :] < jnp.arange(rows)[:, None])
+      number = state.pending[jnp.maximum(row_prompt, 0)] + jnp.sum(before, axis=1)
+      take = eligible & (number < n)
+      state = state.replace(
+          pending=state.pending.at[jnp.where(take, row_prompt, state.pending.shape[0])].add(1, mode="drop"),
+          sample=jnp.where(take, row_prompt * n + number, state.sample),
+          num_generated=jnp.where(take, 0, state.num_generated), done=state.done & ~take,
+          fresh=jnp.zeros_like(state.fresh))
+
+      # 5. One token for every running row (from its decode step) and every new row (from its prompt).
+      logits = jnp.where(take[:, None], state.slot_logits[row_slot], logits)
+      prompt_of, number_of = state.sample // n, state.sample % n
+      keys = jax.vmap(lambda k, s, t: jax.random.fold_in(jax.random.fold_in(k, s), t))(
+          state.prompt_keys[jnp.maximum(prompt_of, 0)], number_of, state.num_generated)
+      token = sample_tokens(logits, keys, config.temperature, config.top_p, config.top_k)
+      active = take | running
+      at = jnp.minimum(state.num_generated, new - 1)
+      tokens = state.tokens.at[jnp.arange(rows), at].set(jnp.where(active, token, state.tokens[jnp.arange(rows), at]))
+      generated = state.num_generated + active
+      limit = state.limits[jnp.maximum(state.sample, 0)]
+      done = state.done | (active & (jnp.isin(token, end_ids) | (generated >= limit)))
+      state = state.replace(tokens=tokens, num_generated=generated, last=jnp.where(active, token, state.last),
+                            done=done, steps=state.steps + 1)
+      return self._shard_state(state), steps + 1
 
     state, _ = jax.lax.while_loop(cond, body, (state, jnp.zeros((), jnp.int32)))
-    return self._shard_rows(state)
+    return state
 
-  def sample(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
-             stops: Sequence[Sequence[str]] | None = None) -> list[list[Completion]]:
-    """num_samples completions for each prompt (all prompts in one batch of rows)."""
+  def stream(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
+             stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
+             max_new_tokens: np.ndarray | None = None) -> Iterator[tuple[int, list[Completion]]]:
+    """(prompt index, its num_samples completions) for each prompt, as soon as all its samples end.
+
+    prompt_ids: what a prompt's samples are drawn from together with `seed` (default: its index); give
+    stable ids (sample.py hashes the prompt's qid and language) and a resumed run redraws the same
+    samples. max_new_tokens [prompts, num_samples]: per-sample limits below max_decode_length (the
+    benchmark replays measured completion lengths with it).
+    """
+    if not prompts:
+      return
     stops = stops or [[] for _ in prompts]
-    max_prompt = self.model.config.max_length - config.max_decode_length
+    new = config.max_decode_length
+    max_prompt = self.model.config.max_length - new
     if max_prompt < 1:
-      raise ValueError(f"max_decode_length {config.max_decode_length} leaves no room for a prompt in the "
+      raise ValueError(f"max_decode_length {new} leaves no room for a prompt in the "
                        f"model's context of {self.model.config.max_length} tokens")
     encoded = [self.encode_prompt(p, max_prompt)[0] for p in prompts]
-    width = max(len(e) for e in encoded)
+    width = -(-max(len(e) for e in encoded) // 16) * 16
     batch = np.zeros((len(encoded), width), np.int32)
     for i, ids in enumerate(encoded):
       batch[i, :len(ids)] = ids
     lengths = np.array([len(e) for e in encoded], np.int32)
-    used = len(prompts) * num_samples
-    rows = -(-used // self.row_shards) * self.row_shards
+    ids = np.arange(len(prompts)) if prompt_ids is None else np.asarray(prompt_ids)
+    if ids.shape != (len(prompts),):
+      raise ValueError(f"prompt_ids: one per prompt ({len(prompts)}), got shape {ids.shape}")
+    limits = np.full((len(prompts), num_samples), new, np.int32)
+    if max_new_tokens is not None:
+      limits = np.clip(np.asarray(max_new_tokens, np.int32).reshape(limits.shape), 1, new)
+    slots, group = self.layout(len(prompts), num_samples, config)
     key_data = np.asarray(jax.random.key_data(jax.random.key(seed)))  # any Python int seed, as plain data
-    state = self._start(self.params, self._global(batch), self._global(lengths), self._global(key_data), config,
-                        num_samples, rows)
-    row_stops = [stops[min(r // num_samples, len(prompts) - 1)] for r in range(rows)]
-    stopped = np.zeros(rows, bool)
-    while True:
-      tokens, generated, done = (self._to_host(x) for x in (state.tokens, state.num_generated, state.done))
-      # Host-side stop strings, once per chunk: decode each unfinished row and look for them.
-      for row in np.flatnonzero(~done & ~stopped):
-        if row_stops[row] and cut_index(self.vocabulary.decode(tokens[row, :generated[row]].tolist()),
-                                          row_stops[row]) >= 0:
+    state = self._init(self._global(batch), self._global(lengths), self._global(ids.astype(np.uint32)),
+                       self._global(key_data), self._global(limits.reshape(-1)), num_samples, slots, group, config,
+                       self.model.config.vocab_size)
+    rows = slots * group
+    results: dict[int, list[Completion | None]] = {}
+    left = [num_samples] * len(prompts)
+    finished_prompts, chunks = 0, 0
+    stopped, longest = np.zeros(rows, bool), 0
+    while finished_prompts < len(prompts):
+      window = new
+      if config.window_bucket:
+        window = min(new, -(-(longest + config.chunk_length) // config.window_bucket) * config.window_bucket)
+      state = self._continue(self.params, state, self._global(stopped, rows=True), num_samples, group, window,
+                             config)
+      chunks += 1
+      count = int(self._to_host(state.out_count))
+      if count:
+        out_sample, out_tokens, out_generated = (self._to_host(x)[:count] for x in (
+            state.out_sample, state.out_tokens, state.out_generated))
+        for sample, tokens, generated in zip(out_sample, out_tokens, out_generated):
+          prompt, number = divmod(int(sample), num_samples)
+          ended = generated > 0 and int(tokens[generated - 1]) in self.end_ids
+          results.setdefault(prompt, [None] * num_samples)[number] = self._completion(
+              tokens, int(generated), ended, stops[prompt])
+          left[prompt] -= 1
+          if not left[prompt]:
+            finished_prompts += 1
+            yield prompt, results.pop(prompt)
+      # Host-side stop strings, once per chunk: decode each running row and look for them.
+      sample, tokens, generated, done = (self._to_host(x) for x in (
+          state.sample, state.tokens, state.num_generated, state.done))
+      running = (sample >= 0) & ~done
+      stopped = np.zeros(rows, bool)
+      for row in np.flatnonzero(running):
+        row_stops = stops[sample[row] // num_samples]
+        if row_stops and cut_index(self.vocabulary.decode(tokens[row, :generated[row]].tolist()), row_stops) >= 0:
           stopped[row] = True
-      finished = done | stopped | (generated >= config.max_decode_length)
-      if finished.all():
-        break
-      state = self._continue(self.params, state, self._global(stopped, rows=True), config)
-    return [[self._completion(tokens[r], int(generated[r]), bool(done[r]), row_stops[r])
-             for r in range(p * num_samples, (p + 1) * num_samples)] for p in range(len(prompts))]
+      longest = int(generated[running].max()) if running.any() else 0
+    self.last_stats = {"rows": rows, "slots": slots, "rows_per_slot": group, "chunks": chunks,
+                       "decode_steps": int(self._to_host(state.steps))}
+
+  def sample(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
+             stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
+             max_new_tokens: np.ndarray | None = None) -> list[list[Completion]]:
+    """num_samples completions for each prompt, in prompt order (see `stream`)."""
+    results: list[list[Completion]] = [[] for _ in prompts]
+    for prompt, completions in self.stream(prompts, num_samples, config, seed, stops, prompt_ids, max_new_tokens):
+      results[prompt] = completions
+    return results
 
   def _completion(self, tokens: np.ndarray, generated: int, ended: bool, stops: Sequence[str]) -> Completion:
     ids = tokens[:generated].tolist()

@@ -185,6 +185,15 @@ def _token_in_nucleus(logits: jax.Array, probs: jax.Array, tokens: jax.Array, to
   return _in_nucleus(jnp.sum(jnp.where(before, probs, 0.0), axis=-1), ~jnp.any(before, axis=-1), top_p)
 
 
+def _uniform(key: jax.Array, rows: int, round_: int | jax.Array | None = None) -> jax.Array:
+  """[rows] uniforms from one key, or one uniform per row from per-row keys [rows] (then a row's draw
+  depends on its own key only, not on which other rows share the batch). `round_` folds in a retry."""
+  if key.ndim == 0:
+    return jax.random.uniform(key if round_ is None else jax.random.fold_in(key, round_), (rows,))
+  fold = (lambda k: k) if round_ is None else (lambda k: jax.random.fold_in(k, round_))
+  return jax.vmap(lambda k: jax.random.uniform(fold(k), ()))(key)
+
+
 def _rejection_rounds(logits: jax.Array, probs: jax.Array, blocks: jax.Array, block_mass: jax.Array,
                       key: jax.Array, top_p: float, tokens: jax.Array, accepted: jax.Array, first_round: int,
                       last_round: int) -> tuple[jax.Array, jax.Array]:
@@ -197,7 +206,7 @@ def _rejection_rounds(logits: jax.Array, probs: jax.Array, blocks: jax.Array, bl
 
   def draw_again(carry):
     tokens, accepted, round_ = carry
-    draw = _inverse_cdf(blocks, block_mass, jax.random.uniform(jax.random.fold_in(key, round_), (rows,)))
+    draw = _inverse_cdf(blocks, block_mass, _uniform(key, rows, round_))
     take = ~accepted & _token_in_nucleus(logits, probs, draw, top_p)
     return jnp.where(take, draw, tokens), accepted | take, round_ + 1
 
@@ -229,7 +238,8 @@ def _draw_from_nucleus(logits: jax.Array, key: jax.Array, top_p: float) -> jax.A
 
   def retry_few():
     index = jax.lax.top_k((~accepted).astype(jnp.int32), _RETRY_ROWS)[1]  # the unsettled rows, then others
-    retried = _rejection_rounds(logits[index], probs[index], blocks[index], block_mass[index], key, top_p,
+    row_keys = key if key.ndim == 0 else key[index]
+    retried = _rejection_rounds(logits[index], probs[index], blocks[index], block_mass[index], row_keys, top_p,
                                 tokens[index], accepted[index], 1, _MAX_REJECTION_ROUNDS)
     return tokens.at[index].set(retried[0]), accepted.at[index].set(retried[1])
 
@@ -240,7 +250,7 @@ def _draw_from_nucleus(logits: jax.Array, key: jax.Array, top_p: float) -> jax.A
 
   def by_sort():
     order = jnp.argsort(-logits, axis=-1, stable=True)
-    uniform = jax.random.uniform(jax.random.fold_in(key, _MAX_REJECTION_ROUNDS), (rows,))
+    uniform = _uniform(key, rows, _MAX_REJECTION_ROUNDS)
     return _draw_from_sorted(jnp.take_along_axis(logits, order, axis=-1), order, log_z, top_p, uniform)
 
   return jax.lax.cond(jnp.all(accepted), lambda: tokens, lambda: jnp.where(accepted, tokens, by_sort()))
@@ -248,13 +258,15 @@ def _draw_from_nucleus(logits: jax.Array, key: jax.Array, top_p: float) -> jax.A
 
 def sample_tokens(logits: jax.Array, key: jax.Array, temperature: float,
                   top_p: float = 1.0, top_k: int = 0) -> jax.Array:
-  """logits [B, V] (any float dtype), key a PRNG key -> tokens [B] int32.
+  """logits [B, V] (any float dtype), key a PRNG key or one per row ([B]) -> tokens [B] int32.
 
   temperature == 0 is greedy (argmax; key, top_p and top_k unused). Otherwise the float32 logits are
   divided by temperature, restricted to the top_k most likely tokens (0 = off), then to the top_p
   nucleus of that renormalised distribution (1.0 = off), and one token is drawn per row: the
   distribution is exactly that of masking with top_k_mask and nucleus_mask and drawing from the
-  softmax of what is left. Rows are independent draws from the one key. temperature, top_p and
+  softmax of what is left. Rows are independent draws from the one key; with per-row keys a row's
+  token depends only on its logits and its key (the sampler relies on it to make samples independent of
+  scheduling). temperature, top_p and
   top_k must be static under jit (`STATIC_ARGNAMES`).
   """
   _check_logits(logits)
@@ -265,7 +277,7 @@ def sample_tokens(logits: jax.Array, key: jax.Array, temperature: float,
   if temperature == 0:
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
   logits = logits / temperature
-  uniform = lambda: jax.random.uniform(key, logits.shape[:1])
+  uniform = lambda: _uniform(key, logits.shape[0])
   vocab = logits.shape[-1]
   if 0 < top_k < vocab:
     # The top-k candidates, renormalised among themselves, then their nucleus.

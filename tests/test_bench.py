@@ -2,10 +2,12 @@
 
 import json
 import math
+import subprocess
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import train_step as bench_train_step  # noqa: E402
 
@@ -21,18 +23,48 @@ def test_train_step_bench_writes_its_figures(tmp_path):
   assert math.isfinite(result["final_loss"])
 
 
+def _has_revision(revision):
+  return subprocess.run(["git", "cat-file", "-e", f"{revision}^{{commit}}"], cwd=ROOT, capture_output=True).returncode == 0
+
+
 def test_sample_throughput_bench_writes_its_figures(tmp_path):
   import sample_throughput as bench_sample
 
+  before = _has_revision(bench_sample.BEFORE_REVISION)  # a shallow clone lacks the previous sampler
   output = tmp_path / "sample.json"
   bench_sample.main(["--size", "tiny", "--prompts", "2", "--samples", "3", "--prompt_tokens", "8",
-                     "--new_tokens", "8", "--output", str(output)])
+                     "--new_tokens", "8", "--output", str(output)] + ([] if before else ["--no_before"]))
   result = json.loads(output.read_text())
-  assert result["rows"] == 6 and result["new_tokens"] == 8
-  for key in ("tokens_per_second", "no_cache_tokens_per_second", "bound_tokens_per_second", "fraction_of_bound",
-              "achieved_bytes_per_second", "achieved_flops"):
-    assert result[key] > 0 and math.isfinite(result[key])
-  assert result["bound_limited_by"] in ("compute", "memory")
+  assert result["new_tokens"] == 8 and set(result["runs"]) == ({"after", "before"} if before else {"after"})
+  for run in result["runs"].values():
+    assert run["useful_tokens"] == 2 * 3 * 8  # every sample runs to the limit
+    for key in ("useful_tokens_per_second", "fraction_of_bound", "achieved_bytes_per_second", "achieved_flops"):
+      assert run[key] > 0 and math.isfinite(run[key])
+  assert result["no_cache_tokens_per_second"] > 0 and result["bound_limited_by"] in ("compute", "memory")
+
+
+def test_sample_throughput_bench_replays_humaneval_lengths_and_measures_memory(tmp_path):
+  import code_corpus
+  import sample_throughput as bench_sample
+
+  vocab_path, _ = code_corpus.build(str(tmp_path / "corpus"))
+  before = _has_revision(bench_sample.BEFORE_REVISION)
+  flags = [] if before else ["--no_before"]
+  output = tmp_path / "sample.json"
+  result = bench_sample.main(["--size", "tiny", "--prompts", "3", "--samples", "4", "--prompt_tokens", "8",
+                              "--new_tokens", "64", "--lengths", "humaneval", "--vocab", vocab_path, "--rows", "4",
+                              "--before_batch_prompts", "1", "--output", str(output)] + flags)
+  lengths = result["length_distribution"]
+  assert 1 < lengths["median"] <= lengths["max"] and lengths["mean_drawn_capped"] <= 64
+  runs = result["runs"]
+  # The bench enforces the drawn lengths: both samplers keep the same useful tokens, fewer than the limit.
+  assert len({run["useful_tokens"] for run in runs.values()}) == 1 and runs["after"]["useful_tokens"] < 3 * 4 * 64
+  assert runs["after"]["rows"] == 4
+  if before:
+    memory = bench_sample.main(["--size", "tiny", "--memory", "--samples", "16", "--prompt_tokens", "64",
+                                "--new_tokens", "16", "--output", str(output)])["decode_memory_bytes"]
+    # 16 copies of the prompt's cache against one.
+    assert 0 < memory["after"]["arguments"] < memory["before"]["arguments"]
 
 
 def test_whitespace_pieces_bench_compares_listed_and_learned(tmp_path):

@@ -1,5 +1,6 @@
 """The sampler: cached decoding, reproducibility, stop sequences, and sample.py's files."""
 
+import dataclasses
 import json
 import re
 import os
@@ -326,3 +327,82 @@ def test_a_run_without_a_checkpoint_is_a_clear_error(trained_run, tmp_path, caps
   err = capsys.readouterr().err
   assert exit_.value.code == 2 and "--checkpoint: no checkpoint in" in err and "Traceback" not in err, err
   assert sorted(os.listdir(model_dir)) == ["run.json"]  # nothing created in the run
+
+
+def _texts(result):
+  return [[(c.text, c.finish_reason, c.num_tokens) for c in completions] for completions in result]
+
+
+def test_samples_do_not_depend_on_how_they_are_scheduled(setup):
+  # Every sample draws from its own key, so the same seed gives the same samples with continuous
+  # batching on or off, the prompt cache shared or copied per row, few or many rows (refills at
+  # different times), the attention window bucketed or not, and on 1 or 2 devices.
+  from model import sharding
+
+  _, _, vocabulary, model, params, code_id = setup
+  eod = vocabulary.tokenizer.piece_to_id("[eod]")
+  prompts = ["def add(a, b):\n", "import os\n", "x = [1, 2", ""]
+  lengths = np.random.default_rng(0).integers(1, 25, size=(4, 6))  # samples end at different steps
+  base = SamplingConfig(max_decode_length=24, chunk_length=8)
+  sampler = Sampler(model, params, vocabulary, code_id, [eod])
+  reference = sampler.sample(prompts, 6, base, seed=5, max_new_tokens=lengths)
+  assert len({c.text for c in reference[0]}) > 1  # the samples of one prompt differ
+  assert sampler.last_stats["rows_per_slot"] == 6  # automatic: the rows hold every sample, one slot per prompt
+  variants = [dict(continuous=False), dict(share_prompt_cache=False), dict(rows=3), dict(rows=5, rows_per_prompt=3),
+              dict(rows_per_prompt=6), dict(rows=4, rows_per_prompt=2, continuous=False), dict(window_bucket=0)]
+  for variant in variants:
+    config = dataclasses.replace(base, **variant)
+    assert _texts(sampler.sample(prompts, 6, config, seed=5, max_new_tokens=lengths)) == _texts(reference), variant
+  two = Sampler(model, params, vocabulary, code_id, [eod], mesh=sharding.make_mesh(2, 1, 1, jax.devices()[:2]))
+  for variant in (dict(), dict(rows=4, rows_per_prompt=2)):
+    config = dataclasses.replace(base, **variant)
+    assert _texts(two.sample(prompts, 6, config, seed=5, max_new_tokens=lengths)) == _texts(reference), variant
+  assert _texts(sampler.sample(prompts, 6, base, seed=6, max_new_tokens=lengths)) != _texts(reference)
+  # The prompt ids (not the prompts' positions) pick the randomness: a prompt keeps its samples when
+  # the others are gone, as when sample.py resumes.
+  alone = sampler.sample(prompts[2:3], 6, base, seed=5, prompt_ids=[2], max_new_tokens=lengths[2:3])
+  assert _texts(alone) == _texts(reference)[2:3]
+
+
+def _greedy_by_recomputation(model, params, ids, steps, length=64):
+  @jax.jit
+  def next_token(tokens, last):
+    logits, _ = model.apply({"params": params}, tokens)
+    return jnp.argmax(logits[0, last])
+
+  ids = list(ids)
+  for _ in range(steps):
+    ids.append(int(next_token(jnp.asarray([ids + [0] * (length - len(ids))]), len(ids) - 1)))
+  return ids[-steps:]
+
+
+def test_greedy_equals_recomputation_for_rows_that_start_at_different_times(setup):
+  # 3 prompts x 2 samples with different length limits on 2 rows: rows are refilled at different
+  # steps, mid-chunk, while the other row is part-way through its sample.
+  _, _, vocabulary, model, params, code_id = setup
+  prompts = ["def get", "package main\n\nfunc F", "SELECT"]
+  lengths = np.array([[5, 17], [11, 3], [20, 8]])
+  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[-1])
+  config = SamplingConfig(temperature=0.0, max_decode_length=20, chunk_length=8, rows=2)
+  result = sampler.sample(prompts, 2, config, seed=0, max_new_tokens=lengths)
+  assert sampler.last_stats["rows"] == 2
+  for prompt, completions, limits in zip(prompts, result, lengths):
+    expected = _greedy_by_recomputation(model, params, [code_id] + list(vocabulary.encode(prompt)), 20)
+    for completion, limit in zip(completions, limits):
+      assert completion.finish_reason == "length" and completion.num_tokens == limit
+      assert completion.text == vocabulary.decode(expected[:limit])
+
+
+def test_a_prompt_ending_at_once_and_one_running_to_the_limit_both_complete(setup):
+  _, _, vocabulary, model, params, code_id = setup
+  candidates = ["def get", "import sys\n", "x = 1\n", "class A:\n", "SELECT", "fn main() {\n"]
+  greedy = {p: _greedy_by_recomputation(model, params, [code_id] + list(vocabulary.encode(p)), 16)
+            for p in candidates}
+  first, end = candidates[0], greedy[candidates[0]][0]  # its greedy first token becomes the end token
+  long = next(p for p in candidates[1:] if end not in greedy[p])
+  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[end])
+  config = SamplingConfig(temperature=0.0, max_decode_length=16, chunk_length=4, rows=3)
+  ends_now, runs_out = sampler.sample([first, long], 3, config, seed=0)
+  assert [(c.text, c.finish_reason, c.num_tokens) for c in ends_now] == [("", "eos", 0)] * 3
+  expected = vocabulary.decode(greedy[long])
+  assert [(c.text, c.finish_reason, c.num_tokens) for c in runs_out] == [(expected, "length", 16)] * 3

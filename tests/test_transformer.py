@@ -78,6 +78,42 @@ def test_cached_decoding_equals_full_forward(model_and_params):
     np.testing.assert_allclose(cached[b, :steps], full[n - 1:n - 1 + steps], atol=1e-4, rtol=0)
 
 
+def test_decoding_over_a_shared_prompt_cache_equals_full_forward(model_and_params):
+  # Two prompt slots of two rows each; the rows of a slot share one copy of its prompt's keys and
+  # values and have generated different numbers of tokens; attention reads an 8-slot window of the
+  # 16 allocated suffix slots.
+  from model.decoding import prefill_slot
+  from model.transformer import init_prefix_shared_cache
+
+  model, params = model_and_params
+  rng = np.random.default_rng(2)
+  prompt_lengths, generated = [5, 9], [[0, 3], [6, 1]]  # per slot; per row: tokens already generated
+  cache = init_prefix_shared_cache(CFG, slots=2, prefix_length=12, rows=4, suffix_length=16)
+  prompts = [rng.integers(3, CFG.vocab_size, n) for n in prompt_lengths]
+  suffixes = [[rng.integers(3, CFG.vocab_size, g + 1) for g in row] for row in generated]
+  for slot, prompt in enumerate(prompts):
+    padded = np.zeros(12, np.int32)
+    padded[:len(prompt)] = prompt
+    _, cache = prefill_slot(model, params, jnp.asarray(padded), jnp.int32(len(prompt)), jnp.int32(slot), cache)
+  step = jax.jit(lambda t, pos, c: decode_step(model, params, t, pos, c))
+  # Feed each row's suffix token by token (rows that are done re-feed their last token harmlessly).
+  for i in range(max(g for row in generated for g in row) + 1):
+    tokens, positions, index = [], [], []
+    for slot in range(2):
+      for row in range(2):
+        j = min(i, generated[slot][row])
+        tokens.append(suffixes[slot][row][j])
+        positions.append(prompt_lengths[slot] + j)
+        index.append(j)
+    cache = cache.replace(suffix_index=jnp.asarray(index, jnp.int32), window=8)
+    logits, cache = step(jnp.asarray(tokens, jnp.int32), jnp.asarray(positions, jnp.int32), cache)
+    cache = cache.replace(window=0)
+  for slot in range(2):
+    for row in range(2):
+      full = np.asarray(forward(model, params, np.concatenate([prompts[slot], suffixes[slot][row]])))[0, -1]
+      np.testing.assert_allclose(np.asarray(logits)[2 * slot + row], full, atol=1e-4, rtol=0)
+
+
 def test_packed_documents_do_not_see_each_other(model_and_params):
   model, params = model_and_params
   rng = np.random.default_rng(1)
