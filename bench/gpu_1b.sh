@@ -13,4 +13,4 @@ run xla_b8 --batch 8 --attention xla
 run cudnn_b16 --batch 16 --attention cudnn
 # Sampling: 1b, 200 samples of one prompt x 512 new tokens; tokens/s and achieved HBM bandwidth.
 timeout 300 python3 bench/sample_throughput.py --size 1b --prompts 1 --samples 200 --new_tokens 512 \
-    --output "$OUT/sample_throughput_1b_gpu.json" 2>&1 | grep -vE "^\s*$" | tail -5
+    --output "$OUT/sample_throughput_1b_gpu.json" 2>&1 | grep -vE "^\s*$" | tail -9

@@ -227,8 +227,15 @@ def main(argv=None) -> dict:
   result = {"size": args.size, "top_p": args.top_p, "prompts": args.prompts, "samples": args.samples,
             "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "lengths": args.lengths,
             "backend": jax.default_backend()}
-  module = None if args.no_before else before_sampler_class(args.before_revision)
+  module = None
+  if not args.no_before:
+    try:
+      module = before_sampler_class(args.before_revision)
+    except (OSError, subprocess.CalledProcessError) as error:  # no git, or a clone without that commit
+      print(f"previous sampler ({args.before_revision}) not found in git ({error}): 'before' skipped")
   if args.memory:
+    if module is None:
+      parser.error("--memory compares with the previous sampler, which is not available here")
     result["decode_memory_bytes"] = decode_memory(module, model, params, config.vocab_size, args.samples, args)
     for name, memory in result["decode_memory_bytes"].items():
       print(f"{name}: decode loop for {args.samples} samples of one {args.prompt_tokens}-token prompt, "

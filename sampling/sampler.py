@@ -212,12 +212,16 @@ class Sampler:
 
       # 2. Flush finished rows into the output buffer; they become idle.
       flush = (state.sample >= 0) & state.done
-      slot_in_buffer = jnp.where(flush, state.out_count + jnp.cumsum(flush) - 1, capacity)
-      state = state.replace(
-          out_sample=state.out_sample.at[slot_in_buffer].set(state.sample, mode="drop"),
-          out_tokens=state.out_tokens.at[slot_in_buffer].set(state.tokens, mode="drop"),
-          out_generated=state.out_generated.at[slot_in_buffer].set(state.num_generated, mode="drop"),
-          out_count=state.out_count + jnp.sum(flush), sample=jnp.where(flush, -1, state.sample))
+
+      def flush_rows(state):
+        slot_in_buffer = jnp.where(flush, state.out_count + jnp.cumsum(flush) - 1, capacity)
+        return state.replace(
+            out_sample=state.out_sample.at[slot_in_buffer].set(state.sample, mode="drop"),
+            out_tokens=state.out_tokens.at[slot_in_buffer].set(state.tokens, mode="drop"),
+            out_generated=state.out_generated.at[slot_in_buffer].set(state.num_generated, mode="drop"),
+            out_count=state.out_count + jnp.sum(flush), sample=jnp.where(flush, -1, state.sample))
+
+      state = jax.lax.cond(jnp.any(flush), flush_rows, lambda state: state, state)
 
       # 3. Give at most one free slot a prompt (prefilled here, inside the loop).
       idle = state.sample < 0
@@ -266,7 +270,8 @@ class Sampler:
           fresh=jnp.zeros_like(state.fresh))
 
       # 5. One token for every running row (from its decode step) and every new row (from its prompt).
-      logits = jnp.where(take[:, None], state.slot_logits[row_slot], logits)
+      logits = jax.lax.cond(jnp.any(take), lambda: jnp.where(take[:, None], state.slot_logits[row_slot], logits),
+                            lambda: logits)
       prompt_of, number_of = state.sample // n, state.sample % n
       keys = jax.vmap(lambda k, s, t: jax.random.fold_in(jax.random.fold_in(k, s), t))(
           state.prompt_keys[jnp.maximum(prompt_of, 0)], number_of, state.num_generated)
