@@ -28,16 +28,16 @@ def prefill(model: Decoder, params: Any, prompts: jax.Array, lengths: jax.Array,
   return last, cache
 
 
-def prefill_slot(model: Decoder, params: Any, prompt: jax.Array, length: jax.Array, slot: jax.Array,
-                 cache: PrefixSharedCache) -> tuple[jax.Array, PrefixSharedCache]:
-  """One prompt [Tp] (right-padded, `length` real tokens) into prompt slot `slot` of a PrefixSharedCache
-  -> (logits [V] after its last token, cache). The slot's rows then decode from it."""
-  logits, own = prefill(model, params, prompt[None], length[None], init_cache(model.config, 1, prompt.shape[0]))
-  put = lambda buffers, new: tuple(jax.lax.dynamic_update_slice_in_dim(b, n, slot, axis=0)  # noqa: E731
-                                   for b, n in zip(buffers, new))
+def prefill_slots(model: Decoder, params: Any, prompts: jax.Array, lengths: jax.Array, slots: jax.Array,
+                  cache: PrefixSharedCache) -> tuple[jax.Array, PrefixSharedCache]:
+  """Prompts [A, Tp] (right-padded, `lengths` [A] real tokens) into prompt slots `slots` [A] of a
+  PrefixSharedCache -> (logits [A, V] after each prompt's last token, cache). The slots' rows then
+  decode from them."""
+  logits, own = prefill(model, params, prompts, lengths, init_cache(model.config, prompts.shape[0], prompts.shape[1]))
+  put = lambda buffers, new: tuple(b.at[slots].set(n) for b, n in zip(buffers, new))  # noqa: E731
   cache = cache.replace(prefix_k=put(cache.prefix_k, own["k"]), prefix_v=put(cache.prefix_v, own["v"]),
-                        prefix_lengths=cache.prefix_lengths.at[slot].set(length))
-  return logits[0], cache
+                        prefix_lengths=cache.prefix_lengths.at[slots].set(lengths))
+  return logits, cache
 
 
 def decode_step(model: Decoder, params: Any, tokens: jax.Array, positions: jax.Array,

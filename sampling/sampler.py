@@ -36,12 +36,15 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from model.decoding import decode_step, prefill_slot
+from model.decoding import decode_step, prefill_slots
 from model import sharding
 from model.sharding import BATCH_AXES
 from model.transformer import Decoder, PrefixSharedCache, init_prefix_shared_cache
 from sampling.stops import cut_index
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, sample_tokens
+
+
+_ADMIT_AT_ONCE = 8  # prompts prefilled together when that many slots are free
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,17 +245,26 @@ class Sampler:
         prompt = jnp.argmax(has_pending)  # the first prompt with samples left
         has_new = jnp.zeros((), bool)
         admit = jnp.any(free) & jnp.any(has_pending) & batch_open
-      slot = jnp.argmax(free)
 
-      def fill(state):
-        logits, cache = prefill_slot(self.model, params, state.prompts[prompt], state.prompt_lengths[prompt], slot,
-                                     state.cache)
-        return state.replace(cache=cache, slot_prompt=state.slot_prompt.at[slot].set(prompt),
-                             slot_logits=state.slot_logits.at[slot].set(logits), fresh=state.fresh.at[slot].set(True))
+      def fill(state, slots, prompts):
+        logits, cache = prefill_slots(self.model, params, state.prompts[prompts], state.prompt_lengths[prompts], slots,
+                                      state.cache)
+        return state.replace(cache=cache, slot_prompt=state.slot_prompt.at[slots].set(prompts),
+                             slot_logits=state.slot_logits.at[slots].set(logits), fresh=state.fresh.at[slots].set(True))
 
-      state = jax.lax.cond(admit, fill, lambda state: state, state.replace(cache=cache))
-      state = state.replace(next_prompt=state.next_prompt + (admit & has_new).astype(jnp.int32),
-                            batch_open=batch_open & (admit | config.continuous))
+      # Up to `many` new prompts at once when that many slots are free (the start of a run, or
+      # several slots freed together), else one: a slot never waits long for its prompt.
+      many = min(_ADMIT_AT_ONCE, slots) if config.continuous else 1
+      admit_many = (many > 1) & (jnp.sum(free) >= many) & (state.next_prompt + many <= state.pending.shape[0])
+      branch = jnp.where(admit_many, 2, admit.astype(jnp.int32))
+      state = jax.lax.switch(branch, [
+          lambda state: state,
+          lambda state: fill(state, jnp.argmax(free)[None], prompt[None]),
+          lambda state: fill(state, jax.lax.top_k(free.astype(jnp.int32), many)[1],
+                             state.next_prompt + jnp.arange(many)),
+      ], state.replace(cache=cache))
+      admitted = jnp.where(admit_many, many, (admit & has_new).astype(jnp.int32))
+      state = state.replace(next_prompt=state.next_prompt + admitted, batch_open=batch_open & (admit | config.continuous))
 
       # 4. Idle rows take their slot prompt's next samples (rank among idle rows of the same prompt).
       row_prompt = state.slot_prompt[row_slot]

@@ -82,7 +82,7 @@ def test_decoding_over_a_shared_prompt_cache_equals_full_forward(model_and_param
   # Two prompt slots of two rows each; the rows of a slot share one copy of its prompt's keys and
   # values and have generated different numbers of tokens; attention reads an 8-slot window of the
   # 16 allocated suffix slots.
-  from model.decoding import prefill_slot
+  from model.decoding import prefill_slots
   from model.transformer import init_prefix_shared_cache
 
   model, params = model_and_params
@@ -91,10 +91,13 @@ def test_decoding_over_a_shared_prompt_cache_equals_full_forward(model_and_param
   cache = init_prefix_shared_cache(CFG, slots=2, prefix_length=12, rows=4, suffix_length=16)
   prompts = [rng.integers(3, CFG.vocab_size, n) for n in prompt_lengths]
   suffixes = [[rng.integers(3, CFG.vocab_size, g + 1) for g in row] for row in generated]
+  padded = np.zeros((2, 12), np.int32)
   for slot, prompt in enumerate(prompts):
-    padded = np.zeros(12, np.int32)
-    padded[:len(prompt)] = prompt
-    _, cache = prefill_slot(model, params, jnp.asarray(padded), jnp.int32(len(prompt)), jnp.int32(slot), cache)
+    padded[slot, :len(prompt)] = prompt
+  # Slot 1's prompt first, then slot 0's: a slot is filled wherever it sits.
+  for slot in (1, 0):
+    _, cache = prefill_slots(model, params, jnp.asarray(padded[slot:slot + 1]), jnp.asarray(prompt_lengths[slot:slot + 1]),
+                             jnp.asarray([slot]), cache)
   step = jax.jit(lambda t, pos, c: decode_step(model, params, t, pos, c))
   # Feed each row's suffix token by token (rows that are done re-feed their last token harmlessly).
   for i in range(max(g for row in generated for g in row) + 1):
