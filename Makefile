@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_out
-# TensorFlow's and XLA's C++ INFO and WARNING lines would bury the demo's own output.
+# TensorFlow's and XLA's C++ INFO and WARNING lines would bury `make test` and `make bench` output (the
+# entry points quiet themselves: quiet.py); CODELM_VERBOSE=1 brings everything back.
+ifeq ($(CODELM_VERBOSE),)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+endif
 
 .PHONY: install test demo bench clean toolchains
 
@@ -50,25 +53,14 @@ toolchains:
 	  npm install --silent --no-audit --no-fund --prefix .toolchains/npm typescript@$(TYPESCRIPT_VERSION); fi
 
 # The whole pipeline on source code already on this machine (no download): corpus, vocabulary, SeqIO
-# cache, mixtures, then the `mini` model trained with the UL2 + causal-LM mixture (runs/demo.gin).
-DEMO_CORPUS := $(DEMO_DIR)/corpus
+# cache, mixtures, then the `mini` model trained with the UL2 + causal-LM mixture (runs/demo.gin) and
+# sampled. demo.py runs each stage's entry point, prints one line per stage (full output in
+# $(DEMO_DIR)/logs/) and ends with where everything is and what to run next. Quiet by default:
+# `make demo CODELM_VERBOSE=1` shows every stage's output and the libraries' messages.
 DEMO_VOCAB_SIZE ?= 8192
-DEMO_STEPS ?= 300
+DEMO_STEPS ?= 200
 demo: install
-	@mkdir -p $(DEMO_DIR)
-	$(BIN)/python -m data.corpus --preset local --output $(DEMO_CORPUS)
-	$(BIN)/python -m data.vocab --corpus $(DEMO_CORPUS) --vocab_size $(DEMO_VOCAB_SIZE) \
-	    --chars_per_language 2000000 --output $(DEMO_CORPUS)/spm.model
-	$(BIN)/python -m data.tasks --corpus $(DEMO_CORPUS) --vocab $(DEMO_CORPUS)/spm.model
-	$(BIN)/python -m data.mixtures --corpus $(DEMO_CORPUS) --train_steps 300 --batch_size 8 \
-	    --sequence_length 256 --plot $(DEMO_DIR)/mixtures.png
-	$(BIN)/python -m model.summary --size mini
-	rm -rf $(DEMO_DIR)/run $(DEMO_DIR)/predictions.jsonl
-	$(BIN)/python train.py --gin_file=gin_configs/runs/demo.gin --gin.MODEL_DIR="'$(DEMO_DIR)/run'" \
-	    --gin.CORPUS_DIR="'$(DEMO_CORPUS)'" --gin.TRAIN_STEPS=$(DEMO_STEPS)
-	$(BIN)/python sample.py --checkpoint=$(DEMO_DIR)/run --prompts=sampling/demo_prompts.jsonl \
-	    --output=$(DEMO_DIR)/predictions.jsonl --num_samples=4 --max_decode_length=96 --show=1
-	@echo "demo outputs in $(DEMO_DIR)/: corpus/ (shards, stats.json, spm.model, SeqIO cache), mixtures.png, run/, predictions.jsonl"
+	@$(BIN)/python demo.py --output $(DEMO_DIR) --vocab_size $(DEMO_VOCAB_SIZE) --steps $(DEMO_STEPS)
 
 bench: install
 	$(BIN)/python bench/train_step.py --size small --seq 512 --batch 8

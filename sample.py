@@ -26,6 +26,11 @@ pair is one prompt: BabelCode reuses qids across languages.
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
+  quiet.setup()
+
 import argparse
 import contextlib
 import inspect

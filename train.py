@@ -13,6 +13,11 @@ The run itself is training/run.py; this file binds its config with gin and holds
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
+  quiet.setup()
+
 import contextlib
 import sys
 from typing import Sequence

@@ -59,6 +59,11 @@ the same flags with their own runner options. A shard is sorted in one worker's 
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
+  quiet.setup()
+
 import argparse
 import collections
 import glob

@@ -27,6 +27,11 @@ tokens and loss (target) tokens, and the realized epochs at the budget (data/mix
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
+  quiet.setup()
+
 import argparse
 import dataclasses
 import sys

@@ -14,6 +14,11 @@ default; other Beam pipeline options pass through unchanged) and prints the per-
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
+  quiet.setup()
+
 import argparse
 import dataclasses
 import functools

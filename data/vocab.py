@@ -38,6 +38,11 @@ escaping); SentencePiece skips training sentences that contain U+2585 (its UNK m
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
+  quiet.setup()
+
 import argparse
 import functools
 import hashlib
