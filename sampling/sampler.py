@@ -216,15 +216,19 @@ class Sampler:
       # 2. Flush finished rows into the output buffer; they become idle.
       flush = (state.sample >= 0) & state.done
 
-      def flush_rows(state):
-        slot_in_buffer = jnp.where(flush, state.out_count + jnp.cumsum(flush) - 1, capacity)
-        return state.replace(
-            out_sample=state.out_sample.at[slot_in_buffer].set(state.sample, mode="drop"),
-            out_tokens=state.out_tokens.at[slot_in_buffer].set(state.tokens, mode="drop"),
-            out_generated=state.out_generated.at[slot_in_buffer].set(state.num_generated, mode="drop"),
-            out_count=state.out_count + jnp.sum(flush), sample=jnp.where(flush, -1, state.sample))
+      # (The conditional steps below take and return only what they change: a cache passed through a
+      # cond is copied.)
+      def flush_rows(out):
+        out_sample, out_tokens, out_generated, out_count = out
+        slot_in_buffer = jnp.where(flush, out_count + jnp.cumsum(flush) - 1, capacity)
+        return (out_sample.at[slot_in_buffer].set(state.sample, mode="drop"),
+                out_tokens.at[slot_in_buffer].set(state.tokens, mode="drop"),
+                out_generated.at[slot_in_buffer].set(state.num_generated, mode="drop"), out_count + jnp.sum(flush))
 
-      state = jax.lax.cond(jnp.any(flush), flush_rows, lambda state: state, state)
+      out = jax.lax.cond(jnp.any(flush), flush_rows, lambda out: out,
+                         (state.out_sample, state.out_tokens, state.out_generated, state.out_count))
+      state = state.replace(out_sample=out[0], out_tokens=out[1], out_generated=out[2], out_count=out[3],
+                            sample=jnp.where(flush, -1, state.sample))
 
       # 3. Give at most one free slot a prompt (prefilled here, inside the loop).
       idle = state.sample < 0
@@ -246,23 +250,27 @@ class Sampler:
         has_new = jnp.zeros((), bool)
         admit = jnp.any(free) & jnp.any(has_pending) & batch_open
 
-      def fill(state, slots, prompts):
-        logits, cache = prefill_slots(self.model, params, state.prompts[prompts], state.prompt_lengths[prompts], slots,
-                                      state.cache)
-        return state.replace(cache=cache, slot_prompt=state.slot_prompt.at[slots].set(prompts),
-                             slot_logits=state.slot_logits.at[slots].set(logits), fresh=state.fresh.at[slots].set(True))
+      def fill(part, slots, prompts):
+        prefix, slot_prompt, slot_logits, fresh = part
+        logits, prefix = prefill_slots(self.model, params, state.prompts[prompts], state.prompt_lengths[prompts],
+                                       slots, prefix)
+        return (prefix, slot_prompt.at[slots].set(prompts), slot_logits.at[slots].set(logits),
+                fresh.at[slots].set(True))
 
       # Up to `many` new prompts at once when that many slots are free (the start of a run, or
       # several slots freed together), else one: a slot never waits long for its prompt.
       many = min(_ADMIT_AT_ONCE, slots) if config.continuous else 1
       admit_many = (many > 1) & (jnp.sum(free) >= many) & (state.next_prompt + many <= state.pending.shape[0])
       branch = jnp.where(admit_many, 2, admit.astype(jnp.int32))
-      state = jax.lax.switch(branch, [
-          lambda state: state,
-          lambda state: fill(state, jnp.argmax(free)[None], prompt[None]),
-          lambda state: fill(state, jax.lax.top_k(free.astype(jnp.int32), many)[1],
-                             state.next_prompt + jnp.arange(many)),
-      ], state.replace(cache=cache))
+      prefix = cache.replace(suffix_k=(), suffix_v=())  # the prompt slots' part of the cache
+      branches = [lambda part: part, lambda part: fill(part, jnp.argmax(free)[None], prompt[None])]
+      if many > 1:  # (each branch holds a copy of the model's prefill program)
+        branches.append(lambda part: fill(part, jax.lax.top_k(free.astype(jnp.int32), many)[1],
+                                          state.next_prompt + jnp.arange(many)))
+      part = jax.lax.switch(jnp.minimum(branch, len(branches) - 1), branches,
+                            (prefix, state.slot_prompt, state.slot_logits, state.fresh))
+      cache = part[0].replace(suffix_k=cache.suffix_k, suffix_v=cache.suffix_v)
+      state = state.replace(cache=cache, slot_prompt=part[1], slot_logits=part[2], fresh=part[3])
       admitted = jnp.where(admit_many, many, (admit & has_new).astype(jnp.int32))
       state = state.replace(next_prompt=state.next_prompt + admitted, batch_open=batch_open & (admit | config.continuous))
 
