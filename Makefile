@@ -17,7 +17,8 @@ install: $(STAMP)
 # Re-installs only when pyproject.toml changes; otherwise a no-op.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@echo "installing codelm and its pinned dependencies into $(VENV) (pip: errors only)"
+	@$(BIN)/python -m pip install -qq --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
 # Two pytest workers: about 22 min on 2 cores where one worker takes 34 (compilers, sandboxes and
