@@ -1,0 +1,594 @@
+"""Iterative example-based generation: I/O examples in, code out, distinguishing examples fed back.
+
+  python -m evaluation.iterative --checkpoint MODEL_DIR --languages python,cpp --rounds 5 --examples 3 \
+      --num_samples 10 --output DIR [--limit N] [--budget 100] [--seed 0] [--no_natural]
+
+Tasks: evaluation/iterative_tasks.py (typed HumanEval; the canonical solution is the target; five
+start sets of m examples per problem; a fixed pool of `--budget` inputs for differential testing),
+built once into DIR/tasks.jsonl (a rerun reuses them; other settings for the same DIR are refused).
+
+The protocol, per (problem, start set, language), n conversations (`--num_samples`):
+  Round 1: the prompt is the language's generation template (evaluation/languages/base.py) over the
+    signature, whose doc comment holds, instead of the description, EXAMPLES_HEADER and one line
+    per example, `name(arg, ...) == output` in the language's literals (Haskell: `name arg ... ==
+    output`), in that language's doc-comment syntax (the renderer writes it). The completion, cut at
+    the language's stops, is the function's body: the code.
+  Check (one sandboxed program per attempt and round, evaluation/execution.py): the code runs on
+    the examples given so far and on the pool. A compile error, a crash outside the test cases or a
+    timeout fails the attempt ("compile_error" / "error" / "timeout"); a wrong (or raising) given
+    example fails it ("wrong_on_given"). Pool inputs where it differs from the ground truth are the
+    distinguishing inputs; none found: "success".
+  Rounds 2..R: the first m distinguishing inputs (pool order) with their outputs join the examples;
+    the conversation continues (ConversationSampler.reply: only the new text is prefilled) with
+    FEEDBACK_HEADER and every example so far in a fresh doc comment + signature, whose completion is
+    the next code. Distinguishing inputs found in round R: "not_converged".
+  Input matching: code that contains a distinctive literal of a given example's input (a string of
+    2+ characters, a collection of 2+ items, also as its bare comma-separated items, a number of 3+
+    characters at the top level; also inside an argument, numbers aside; in the language's literal
+    or canonical JSON, whitespace ignored), or compares for equality with two or more of the
+    numbers in the given inputs, at any depth (`== 5`, `5 ==`), is
+    flagged; results are reported with and without flagged episodes.
+  Natural-language comparison ("natural"): the usual prompt with the description (no examples),
+    once per problem, then the same checks and feedback rounds.
+
+Output in DIR:
+  episodes.jsonl  one line per round of an episode (kind, qid, language, start_set, sample, round,
+                  prompt: the text sent that round, code, examples_given, verdict, distinguishing:
+                  the inputs found with expected outputs, flagged, final); an episode's lines are
+                  appended in one write when it ends, under storage's one-writer lock, so a killed
+                  run loses only unfinished episodes and a rerun completes each exactly once (a
+                  torn last line is cut off, storage.py's rule).
+  results.md      per language and prompt kind: pass@1 and pass@k after round 1 and after round R,
+                  cumulative successes per round, the share of executions (problem x start set)
+                  with pass@k = 0; all episodes and without flagged ones.
+  successes_by_round.png
+"""
+
+from __future__ import annotations
+
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
+  quiet.setup()
+
+import argparse
+import collections
+import concurrent.futures
+import dataclasses
+import importlib
+import json
+import math
+import re
+import sys
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import storage
+from evaluation import execution, typed
+from evaluation.iterative_tasks import Example, Task, example_json, input_key, task_from_json
+from evaluation.judge import Case, Status, judge
+from evaluation.languages import MODULES, get
+from evaluation.languages.base import Renderer
+from evaluation.passk import pass_at_k
+from evaluation.typed import Question, TestCase
+from sampling.stops import cut_index
+
+EXAMPLES_HEADER = "Examples of what it returns:"
+FEEDBACK_HEADER = "A corrected version. The previous one was wrong on the last {new} of these examples:"
+EXAMPLES, NATURAL = "examples", "natural"
+SUCCESS, DISTINGUISHED = "success", "distinguished"
+CONTEXT_EXHAUSTED = "context_exhausted"  # the prompt or the conversation outgrew the model's context
+_NO_ROOM = "no room for a completion in the model's context"
+TERMINAL_FAILURES = ("compile_error", "error", "timeout", "wrong_on_given", "not_converged")
+
+
+class ConversationModel(Protocol):
+  """sampling/conversation.py's ConversationSampler, or a scripted stand-in in tests."""
+
+  def start(self, prompts: Sequence[str], num_samples: int, config: Any, seed: int,
+            stops: Sequence[Sequence[str]] | None = None) -> list[list[tuple[int, Any]]]: ...
+
+  def reply(self, items: Sequence[tuple[int, str]], config: Any, seed: int,
+            stops: Sequence[Sequence[str]] | None = None) -> list[Any]: ...
+
+  def close(self, ids: Sequence[int]) -> None: ...
+
+  # Optional: whether `text` (a prompt when conversation is None, else text appended to that
+  # conversation) leaves room for a completion in the model's context. Absent: always.
+  # def fits(self, conversation: int | None, text: str) -> bool: ...
+
+
+# ---- prompts ------------------------------------------------------------------------------------
+
+def literal_of(language: str, t: typed.Type, value: Any) -> str:
+  """`value` as the language's literal (its renderer's `literal`), JSON where a renderer has none."""
+  module = importlib.import_module(f"evaluation.languages.{MODULES[language]}")
+  render = getattr(module, "literal", None)
+  if render is None and language == "typescript":
+    render = importlib.import_module("evaluation.languages.javascript").literal
+  return render(t, value) if render else json.dumps(typed.encode(t, value))
+
+
+def example_line(language: str, renderer: Renderer, question: Question, example: Example) -> str:
+  args = [literal_of(language, t, v) for t, v in zip(question.types, example.inputs)]
+  name, out = renderer.function_name(question), literal_of(language, question.return_type, example.output)
+  if language == "haskell":
+    return f"{name} {' '.join(f'({a})' for a in args)} == {out}"
+  return f"{name}({', '.join(args)}) == {out}"
+
+
+def with_doc(question: Question, header: str, language: str, renderer: Renderer,
+             examples: Sequence[Example]) -> Question:
+  """The question with its description replaced by `header` and the example lines."""
+  lines = [header, *(example_line(language, renderer, question, e) for e in examples)]
+  return dataclasses.replace(question, description="\n".join(lines))
+
+
+def first_prompt(kind: str, language: str, question: Question, examples: Sequence[Example]) -> str:
+  renderer = get(language)
+  if kind == NATURAL:
+    return renderer.prompt(question)
+  return renderer.prompt(with_doc(question, EXAMPLES_HEADER, language, renderer, examples))
+
+
+def feedback_text(language: str, question: Question, examples: Sequence[Example], new: int) -> str:
+  """What a reply appends to the conversation: the examples so far (the last `new` are the
+  distinguishing ones) in a fresh doc comment + signature, which the next completion continues."""
+  renderer = get(language)
+  doc = with_doc(question, FEEDBACK_HEADER.format(new=new), language, renderer, examples)
+  return "\n\n" + renderer.signature_with_docstring(doc)
+
+
+def extract_code(language: str, text: str) -> str:
+  """The function's body: the completion cut at the language's stops (the sampler cuts there too)."""
+  cut = cut_index(text, get(language).stop_sequences)
+  return text if cut < 0 else text[:cut]
+
+
+# ---- input matching ---------------------------------------------------------------------------
+
+def _squeeze(text: str) -> str:
+  return re.sub(r"\s+", "", text)
+
+
+def _distinctive(t: typed.Type, value: Any) -> bool:
+  if t.name == "string":
+    return len(value) >= 2
+  if t.name in ("list", "set", "map", "tuple"):
+    return len(value) >= 2
+  if t.name in ("int", "float"):
+    return len(repr(value)) >= 3
+  return False
+
+
+def _nested(t: typed.Type, value: Any, top: bool = True):
+  """(type, value, top level?) of `value` and of every value inside it."""
+  yield t, value, top
+  if value is None:
+    return
+  if t.name == "optional":
+    yield from _nested(t.element, value, top)
+  elif t.name in ("list", "set"):
+    for v in value:
+      yield from _nested(t.element, v, False)
+  elif t.name == "tuple":
+    for a, v in zip(t.args, value):
+      yield from _nested(a, v, False)
+  elif t.name == "map":
+    for k, v in value.items():
+      yield from _nested(t.args[0], k, False)
+      yield from _nested(t.args[1], v, False)
+
+
+def input_matching(language: str, question: Question, code: str, examples: Sequence[Example]) -> bool:
+  """Whether `code` special-cases the given inputs (module docstring: the rule)."""
+  squeezed = _squeeze(code)
+  compared: set[str] = set()
+  for example in examples:
+    for param_type, argument in zip(question.types, example.inputs):
+      for t, value, top in _nested(param_type, argument):
+        if value is None or t.name == "optional":
+          continue
+        numeric = t.name in ("int", "float")
+        if _distinctive(t, value) and (top or not numeric):
+          data = json.dumps(typed.encode(t, value))
+          candidates = {literal_of(language, t, value), data}
+          if t.name in ("list", "set", "tuple", "map"):
+            candidates.add(data[1:-1])  # the items in any language's brackets: {20, 47} or vec![20, 47]
+          if any(_squeeze(c) in squeezed for c in candidates if _squeeze(c)):
+            return True
+        if numeric:
+          text = re.escape(json.dumps(typed.encode(t, value)))
+          if re.search(rf"==\s*{text}(?![\w.])|(?<![\w.]){text}L?\s*==", code):
+            compared.add(repr(value))
+  return len(compared) >= 2
+
+
+# ---- checking one attempt ---------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+  verdict: str                       # SUCCESS, DISTINGUISHED or one of TERMINAL_FAILURES
+  distinguishing: tuple[Example, ...]
+  detail: str
+
+
+def check(language: str, question: Question, code: str, given: Sequence[Example], pool: Sequence[Example],
+          final_round: bool, limits: execution.Limits) -> Check:
+  """Run `code` on the given examples and the pool (one program); the verdict of this round."""
+  renderer = get(language)
+  given_keys = {input_key(question, e.inputs) for e in given}
+  fresh = [e for e in pool if input_key(question, e.inputs) not in given_keys]
+  cases = tuple(TestCase(i, e.inputs, e.output) for i, e in enumerate([*given, *fresh]))
+  probe = dataclasses.replace(question, test_cases=cases)
+  outcome = judge(probe, execution.execute(renderer.program(probe, code), renderer.toolchain, limits))
+  if outcome.status in (Status.COMPILE_ERROR, Status.ERROR, Status.TIMEOUT):
+    return Check(outcome.status.value, (), outcome.detail)
+  if any(c is not Case.PASSED for c in outcome.cases[:len(given)]):
+    return Check("wrong_on_given", (), outcome.detail)
+  found = tuple(e for e, c in zip(fresh, outcome.cases[len(given):]) if c is not Case.PASSED)
+  if not found:
+    return Check(SUCCESS, (), "")
+  return Check("not_converged" if final_round else DISTINGUISHED, found, outcome.detail)
+
+
+# ---- episodes -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Episode:
+  kind: str
+  language: str
+  task: Task
+  start_set: int | None              # None for the natural-language prompt
+  sample: int
+  given: list[Example]
+  conversation: int = -1
+  rounds: list[dict] = dataclasses.field(default_factory=list)
+
+  @property
+  def key(self) -> tuple:
+    return self.kind, self.language, self.task.qid, self.start_set, self.sample
+
+
+def episode_key(record: Mapping[str, Any]) -> tuple:
+  return record["kind"], record["language"], record["qid"], record["start_set"], record["sample"]
+
+
+def round_record(episode: Episode, number: int, prompt: str, code: str, result: Check, flagged: bool,
+                 keep: int) -> dict:
+  q = episode.task.question
+  return {"kind": episode.kind, "qid": q.qid, "language": episode.language, "start_set": episode.start_set,
+          "sample": episode.sample, "round": number, "prompt": prompt, "code": code,
+          "examples_given": [example_json(q, e) for e in episode.given], "verdict": result.verdict,
+          "distinguishing": [example_json(q, e) for e in result.distinguishing[:keep]],
+          "num_distinguishing": len(result.distinguishing), "flagged": flagged,
+          "final": result.verdict != DISTINGUISHED, "detail": result.detail[:300]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  rounds: int = 5
+  examples: int = 3
+  num_samples: int = 10
+  seed: int = 0
+  batch_prompts: int = 16            # prompts whose conversations run together
+  workers: int = 4                   # sandboxes at a time
+  limits: execution.Limits = execution.Limits(timeout_s=10.0)
+  natural: bool = True
+  keep_distinguishing: int = 20      # distinguishing inputs written per round record
+
+
+def done_episodes(path: str) -> set[tuple]:
+  """Episodes already in `path` (their lines were written together, so any line means complete)."""
+  if not storage.exists(path):
+    return set()
+  return {episode_key(record) for _, record in storage.read_jsonl(path)}
+
+
+def plan(tasks: Sequence[Task], languages: Sequence[str], settings: Settings, done: set[tuple]
+         ) -> list[tuple[str, str, list[Episode]]]:
+  """(language, prompt, its n episodes) for every prompt with an episode not yet done."""
+  out = []
+  for language in languages:
+    for task in tasks:
+      starts: list[tuple[str, int | None, tuple[Example, ...]]] = [
+          (EXAMPLES, k, s) for k, s in enumerate(task.start_sets)]
+      if settings.natural:
+        starts.append((NATURAL, None, ()))
+      for kind, k, examples in starts:
+        episodes = [Episode(kind, language, task, k, s, list(examples)) for s in range(settings.num_samples)]
+        if any(e.key not in done for e in episodes):
+          out.append((language, first_prompt(kind, language, task.question, examples), episodes))
+  return out
+
+
+def _seed(settings: Settings, *parts: Any) -> int:
+  return zlib.crc32(json.dumps([settings.seed, *parts], default=str).encode()) & 0x7FFFFFFF
+
+
+def run_batch(model: ConversationModel, config: Any, batch: Sequence[tuple[str, str, list[Episode]]],
+              settings: Settings, done: set[tuple], write, pool: concurrent.futures.Executor) -> None:
+  """Every episode of `batch` (prompts of one language) to its end, round by round; the episodes that
+  end in a round are handed to `write` together."""
+  language = batch[0][0]
+  fits = getattr(model, "fits", lambda conversation, text: True)
+  exhausted = [(prompt, episodes) for _, prompt, episodes in batch if not fits(None, prompt)]
+  if exhausted:  # a prompt longer than the context: its episodes end at once, recorded as such
+    ended = []
+    for prompt, episodes in exhausted:
+      for episode in episodes:
+        if episode.key not in done:
+          episode.rounds.append(round_record(episode, 1, prompt, "", Check(CONTEXT_EXHAUSTED, (), _NO_ROOM), False, 0))
+          ended.append(episode)
+    write(ended)
+    batch = [item for item in batch if fits(None, item[1])]
+    if not batch:
+      return
+  stops = [list(get(language).stop_sequences)] * len(batch)
+  started = model.start([prompt for _, prompt, _ in batch], settings.num_samples, config,
+                        _seed(settings, [e[0].key for _, _, e in batch]), stops)
+  active: list[tuple[Episode, str, Any]] = []
+  skip: list[int] = []
+  for (_, prompt, episodes), pairs in zip(batch, started):
+    for episode, (conversation, completion) in zip(episodes, pairs):
+      episode.conversation = conversation
+      if episode.key in done:
+        skip.append(conversation)
+      else:
+        active.append((episode, prompt, completion))
+  if skip:
+    model.close(skip)
+  for number in range(1, settings.rounds + 1):
+    final = number == settings.rounds
+    codes = [extract_code(language, completion.text) for _, _, completion in active]
+    checks = list(pool.map(
+        lambda item: check(language, item[0][0].task.question, item[1], item[0][0].given, item[0][0].task.pool,
+                           final, settings.limits), zip(active, codes)))
+    going, ended = [], []
+    for (episode, prompt, _), code, result in zip(active, codes, checks):
+      flagged = bool(episode.given) and input_matching(language, episode.task.question, code, episode.given)
+      episode.rounds.append(round_record(episode, number, prompt, code, result, flagged,
+                                         settings.keep_distinguishing))
+      (going if result.verdict == DISTINGUISHED else ended).append((episode, result))
+    if ended:
+      write([e for e, _ in ended])
+      model.close([e.conversation for e, _ in ended])
+    if not going:
+      return
+    items, kept, exhausted = [], [], []
+    for episode, result in going:
+      new = list(result.distinguishing[:settings.examples])
+      episode.given.extend(new)
+      text = feedback_text(language, episode.task.question, episode.given, len(new))
+      if fits(episode.conversation, text):
+        items.append((episode.conversation, text))
+        kept.append((episode, result))
+      else:  # the conversation has outgrown the context: it ends, recorded as such
+        episode.rounds[-1].update(verdict=CONTEXT_EXHAUSTED, final=True, detail=_NO_ROOM)
+        exhausted.append(episode)
+    if exhausted:
+      write(exhausted)
+      model.close([e.conversation for e in exhausted])
+    going = kept
+    if not going:
+      return
+    replies = model.reply(items, config, _seed(settings, [e.key for e, _ in going], number), stops[:1] * len(items))
+    active = [(episode, text, completion) for (episode, _), (_, text), completion in zip(going, items, replies)]
+
+
+def run(model: ConversationModel, config: Any, tasks: Sequence[Task], languages: Sequence[str], output: str,
+        settings: Settings = Settings(), progress: bool = False) -> dict:
+  """All episodes not yet in DIR/episodes.jsonl, then results.md and the plot; returns the metrics."""
+  storage.makedirs(output)
+  path = storage.join(output, "episodes.jsonl")
+  with storage.exclusive_output(path, "evaluation.iterative"):
+    storage.repair_torn_tail(path)
+    done = done_episodes(path)
+    todo = plan(tasks, languages, settings, done)
+
+    def write(episodes: Sequence[Episode]) -> None:  # one append: no episode is ever half written
+      storage.append_lines(path, [json.dumps(r, ensure_ascii=False) + "\n" for e in episodes for r in e.rounds])
+      done.update(e.key for e in episodes)
+
+    with concurrent.futures.ThreadPoolExecutor(settings.workers) as pool:
+      for language in languages:
+        mine = [item for item in todo if item[0] == language]
+        for start in range(0, len(mine), settings.batch_prompts):
+          if progress:
+            print(f"{language}: prompts {start + 1}-{min(start + settings.batch_prompts, len(mine))} of {len(mine)}",
+                  flush=True)
+          run_batch(model, config, mine[start:start + settings.batch_prompts], settings, done, write, pool)
+    records = [r for _, r in storage.read_jsonl(path)]
+  metrics = summarize(records, settings)
+  storage.write_atomic(storage.join(output, "results.md"), markdown(metrics, settings))
+  storage.write_json(storage.join(output, "metrics.json"), metrics)
+  plot(metrics, storage.join(output, "successes_by_round.png"))
+  return metrics
+
+
+# ---- results ------------------------------------------------------------------------------------
+
+def episode_outcomes(records: Sequence[dict]) -> dict[tuple, dict]:
+  """Per episode: the round it succeeded in (None: never), whether any of its code was flagged."""
+  out: dict[tuple, dict] = {}
+  for r in sorted(records, key=lambda r: r["round"]):
+    entry = out.setdefault(episode_key(r), {"success_round": None, "flagged": False, "rounds": 0})
+    entry["flagged"] |= r["flagged"]
+    entry["rounds"] = r["round"]
+    if r["verdict"] == SUCCESS:
+      entry["success_round"] = r["round"]
+  return out
+
+
+def summarize(records: Sequence[dict], settings: Settings) -> dict:
+  """Per (language, kind, subset): pass@k after round 1 and after round R, cumulative successes per
+  round, the share of executions with pass@k = 0."""
+  outcomes = episode_outcomes(records)
+  k_big = min(10, settings.num_samples)
+  groups: dict[tuple, dict[tuple, list[dict]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+  for (kind, language, qid, start_set, _), o in outcomes.items():
+    groups[(language, kind)][(qid, start_set)].append(o)
+  metrics: dict = {"rows": []}
+  for (language, kind), executions in sorted(groups.items()):
+    for subset in ("all", "without_flagged"):
+      def succeeded(o: dict, by: int) -> bool:
+        return o["success_round"] is not None and o["success_round"] <= by and not (
+            subset == "without_flagged" and o["flagged"])
+
+      row = {"language": language, "kind": kind, "subset": subset, "executions": len(executions),
+             "episodes": sum(len(v) for v in executions.values()),
+             "flagged": sum(o["flagged"] for v in executions.values() for o in v)}
+      for by, name in ((1, "round1"), (settings.rounds, "final")):
+        for k in (1, k_big):
+          values = [pass_at_k(len(v), sum(succeeded(o, by) for o in v), k) for v in executions.values() if len(v) >= k]
+          row[f"pass@{k}_{name}"] = sum(values) / len(values) if values else math.nan
+      row["successes_by_round"] = [sum(succeeded(o, r) for v in executions.values() for o in v)
+                                   for r in range(1, settings.rounds + 1)]
+      row["share_pass0"] = sum(not any(succeeded(o, settings.rounds) for o in v)
+                               for v in executions.values()) / len(executions)
+      metrics["rows"].append(row)
+  metrics["k"] = k_big
+  return metrics
+
+
+def _number(value: float) -> str:
+  return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def markdown(metrics: dict, settings: Settings) -> str:
+  k = metrics["k"]
+  ks = sorted({1, k})
+  header = ["language", "prompt", "episodes", "executions", "flagged",
+            *(f"pass@{j} r1" for j in ks), *(f"pass@{j} r{settings.rounds}" for j in ks),
+            "successes by round (cumulative)", f"share pass@{k}=0"]
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for row in metrics["rows"]:
+    label = row["kind"] + (" (without flagged)" if row["subset"] == "without_flagged" else "")
+    cells = [row["language"], label, str(row["episodes"]), str(row["executions"]), str(row["flagged"]),
+             *(_number(row[f"pass@{j}_round1"]) for j in ks), *(_number(row[f"pass@{j}_final"]) for j in ks),
+             " ".join(map(str, row["successes_by_round"])), _number(row["share_pass0"])]
+    lines.append("| " + " | ".join(cells) + " |")
+  return ("# Iterative example-based generation\n\n" + f"{settings.rounds} rounds, {settings.examples} examples, "
+          f"{settings.num_samples} samples per prompt, seed {settings.seed}. An execution is one problem x start "
+          "set (natural: one problem).\n\n" + "\n".join(lines) + "\n")
+
+
+def plot(metrics: dict, path: str) -> None:
+  """Cumulative share of episodes solved by round, a line per language and prompt kind (dashed:
+  without flagged episodes)."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(6, 4))
+  colors: dict[tuple, str] = {}
+  for row in metrics["rows"]:
+    key = (row["language"], row["kind"])
+    colors.setdefault(key, f"C{len(colors) % 10}")
+    share = [100 * s / max(row["episodes"], 1) for s in row["successes_by_round"]]
+    ax.plot(range(1, len(share) + 1), share, marker="o", color=colors[key],
+            linestyle="--" if row["subset"] == "without_flagged" else "-",
+            label=f"{key[0]} {key[1]}" + (" (without flagged)" if row["subset"] == "without_flagged" else ""))
+  rounds = max((len(row["successes_by_round"]) for row in metrics["rows"]), default=1)
+  ax.set_xticks(range(1, rounds + 1))
+  ax.set_ylim(0, 100)
+  ax.set_xlabel("round")
+  ax.set_ylabel("episodes solved (%, cumulative)")
+  ax.set_title("Successes by round")
+  ax.grid(alpha=0.3)
+  if metrics["rows"]:
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  storage.save_figure(fig, path, dpi=110)
+  plt.close(fig)
+
+
+# ---- command line -----------------------------------------------------------------------------
+
+def load_tasks(output: str, *, seed: int, examples: int, budget: int, limit: int | None, constraints: str) -> list[Task]:
+  """DIR/tasks.jsonl, built on the first run (DIR/tasks.json records the settings and the skipped
+  problems); a rerun with other settings for the same DIR is refused."""
+  from evaluation import iterative_tasks
+
+  wanted = {"seed": seed, "examples": examples, "budget": budget, "limit": limit}
+  info_path, tasks_path = storage.join(output, "tasks.json"), storage.join(output, "tasks.jsonl")
+  if storage.exists(info_path):
+    info = storage.read_json(info_path)
+    if info["settings"] != wanted:
+      raise ValueError(f"--output {output} holds tasks made with {info['settings']}, not {wanted}; "
+                       "choose another --output")
+    return [task_from_json(r, f"{tasks_path}:{n}") for n, r in storage.read_jsonl(tasks_path)]
+  result = iterative_tasks.humaneval_tasks(seed=seed, examples=examples, budget=budget, limit=limit,
+                                           constraints_path=constraints)
+  storage.makedirs(output)
+  storage.write_atomic(tasks_path, "".join(json.dumps(t.to_json()) + "\n" for t in result.tasks))
+  storage.write_json(info_path, {"settings": wanted, "skipped": result.skipped})
+  print(f"{len(result.tasks)} tasks, {len(result.skipped)} problems skipped (reasons in {info_path})", flush=True)
+  return result.tasks
+
+
+def load_model(checkpoint: str, max_conversations: int) -> ConversationModel:
+  """A ConversationSampler over the checkpoint sample.py would load, with room for one batch of
+  conversations (--batch_prompts x --num_samples are open at once)."""
+  from sample import load_sampler
+  from sampling.conversation import ConversationSampler
+
+  sampler, _ = load_sampler(checkpoint)
+  return ConversationSampler(sampler.model, sampler.params, sampler.vocabulary, sampler.begin_id, sampler.end_ids,
+                             max_conversations=max_conversations)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  from evaluation.iterative_tasks import DEFAULT_CONSTRAINTS
+  from evaluation.score import parse_languages
+
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--checkpoint", required=True, help="a train.py MODEL_DIR or MODEL_DIR/checkpoints/STEP")
+  parser.add_argument("--languages", default="python", help="comma-separated codelm language names")
+  parser.add_argument("--rounds", type=int, default=5)
+  parser.add_argument("--examples", type=int, default=3, help="m: examples per start set and per feedback")
+  parser.add_argument("--num_samples", type=int, default=10)
+  parser.add_argument("--output", required=True)
+  parser.add_argument("--limit", type=int, help="the first N typed HumanEval problems only")
+  parser.add_argument("--budget", type=int, default=100, help="differential-testing inputs per problem")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--constraints", default=DEFAULT_CONSTRAINTS)
+  parser.add_argument("--temperature", type=float, default=0.8)
+  parser.add_argument("--top_p", type=float, default=0.95)
+  parser.add_argument("--max_decode_length", type=int, default=256)
+  parser.add_argument("--batch_prompts", type=int, default=16,
+                      help="prompts whose conversations run together (x --num_samples conversations hold a cache each)")
+  parser.add_argument("--workers", type=int, default=4, help="sandboxes at a time")
+  parser.add_argument("--timeout", type=float, default=10.0, help="seconds per program run")
+  parser.add_argument("--no_natural", action="store_true", help="skip the natural-language comparison")
+  args = parser.parse_args(argv)
+  for flag in ("rounds", "examples", "num_samples", "budget", "batch_prompts", "workers", "max_decode_length"):
+    if getattr(args, flag) < 1:
+      parser.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+  try:
+    languages = parse_languages(args.languages)
+    for language in languages:
+      lacking = execution.missing(get(language).toolchain)
+      if lacking:
+        raise ValueError(f"--languages: {language} cannot run here: missing {', '.join(lacking)}")
+    tasks = load_tasks(args.output, seed=args.seed, examples=args.examples, budget=args.budget, limit=args.limit,
+                       constraints=args.constraints)
+    from sampling.sampler import SamplingConfig
+
+    config = SamplingConfig(temperature=args.temperature, top_p=args.top_p, max_decode_length=args.max_decode_length)
+    settings = Settings(rounds=args.rounds, examples=args.examples, num_samples=args.num_samples, seed=args.seed,
+                        batch_prompts=args.batch_prompts, workers=args.workers,
+                        limits=execution.Limits(timeout_s=args.timeout), natural=not args.no_natural)
+    model = load_model(args.checkpoint, args.batch_prompts * args.num_samples)
+    metrics = run(model, config, tasks, languages, args.output, settings, progress=True)
+  except (ValueError, OSError, storage.OutputLocked) as error:
+    print(f"error: {error}", file=sys.stderr)
+    return 2
+  print(markdown(metrics, settings))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
