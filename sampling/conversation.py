@@ -32,7 +32,7 @@ import numpy as np
 
 from model.decoding import decode_step, extend, prefill
 from model.transformer import Decoder, KVCache, init_cache
-from sampling.sampler import Completion, Sampler, SamplingConfig
+from sampling.sampler import Completion, SamplingConfig, completion_of
 from sampling.stops import cut_index
 from sampling.strategies import sample_tokens
 
@@ -86,8 +86,6 @@ class ConversationSampler:
     self.max_conversations = max_conversations
     self.cache = init_cache(model.config, max_conversations)  # row i: conversation i
     self._conversations: dict[int, _Conversation] = {}
-    # Completions are cut at stop strings and end tokens exactly as Sampler cuts them (its _completion).
-    self._completions = Sampler(model, params, vocabulary, begin_id, end_ids)
     self.last_stats: dict = {}  # of the last call: conversations, batch rows, tokens prefilled, chunks
 
   # -- bookkeeping -------------------------------------------------------------------------------
@@ -335,8 +333,7 @@ class ConversationSampler:
     completions = []
     for index, (row, conversation, context) in enumerate(zip(rows, conversations, contexts)):
       count = int(generated[index])
-      ended = count > 0 and int(tokens[index, count - 1]) in self.end_ids
-      completion = self._completions._completion(tokens[index], count, ended, stops[index])
+      completion = completion_of(self.vocabulary, tokens[index], count, self.end_ids, stops[index])
       conversation.tokens = list(context) + tokens[index, :completion.num_tokens].tolist()
       conversation.rounds += 1
       self._conversations[row] = conversation

@@ -68,6 +68,24 @@ class Completion:
   num_tokens: int  # generated tokens kept (up to the stop string or end-of-document)
 
 
+def completion_of(vocabulary, tokens: np.ndarray, generated: int, end_ids: Sequence[int],
+                  stops: Sequence[str]) -> Completion:
+  """A sample's first `generated` tokens as a Completion: the end token dropped ("eos"), the text cut
+  before the first stop string ("stop", counting the tokens the kept text needs), else "length". The
+  one place completions are cut (Sampler and ConversationSampler)."""
+  ids = tokens[:generated].tolist()
+  ended = generated > 0 and int(ids[-1]) in end_ids
+  if ended:
+    ids = ids[:-1]  # drop the end-of-document token itself
+  text = vocabulary.decode(ids)
+  cut = cut_index(text, stops)
+  if cut >= 0:
+    # Count the tokens that the kept text needs: the shortest prefix whose decoding covers it.
+    kept = next(n for n in range(len(ids) + 1) if len(vocabulary.decode(ids[:n])) >= cut)
+    return Completion(text=text[:cut], finish_reason="stop", num_tokens=kept)
+  return Completion(text=text, finish_reason="eos" if ended else "length", num_tokens=len(ids))
+
+
 @flax.struct.dataclass
 class DecodeState:
   """Everything the decode loop carries. P prompts, n samples each, Q slots of G rows (R = Q x G rows),
@@ -362,9 +380,8 @@ class Sampler:
             state.out_sample, state.out_tokens, state.out_generated))
         for sample, tokens, generated in zip(out_sample, out_tokens, out_generated):
           prompt, number = divmod(int(sample), num_samples)
-          ended = generated > 0 and int(tokens[generated - 1]) in self.end_ids
-          results.setdefault(prompt, [None] * num_samples)[number] = self._completion(
-              tokens, int(generated), ended, stops[prompt])
+          results.setdefault(prompt, [None] * num_samples)[number] = completion_of(
+              self.vocabulary, tokens, int(generated), self.end_ids, stops[prompt])
           left[prompt] -= 1
           if not left[prompt]:
             finished_prompts += 1
@@ -390,15 +407,3 @@ class Sampler:
     for prompt, completions in self.stream(prompts, num_samples, config, seed, stops, prompt_ids, max_new_tokens):
       results[prompt] = completions
     return results
-
-  def _completion(self, tokens: np.ndarray, generated: int, ended: bool, stops: Sequence[str]) -> Completion:
-    ids = tokens[:generated].tolist()
-    if ended:
-      ids = ids[:-1]  # drop the end-of-document token itself
-    text = self.vocabulary.decode(ids)
-    cut = cut_index(text, stops)
-    if cut >= 0:
-      # Count the tokens that the kept text needs: the shortest prefix whose decoding covers it.
-      kept = next(n for n in range(len(ids) + 1) if len(self.vocabulary.decode(ids[:n])) >= cut)
-      return Completion(text=text[:cut], finish_reason="stop", num_tokens=kept)
-    return Completion(text=text, finish_reason="eos" if ended else "length", num_tokens=len(ids))

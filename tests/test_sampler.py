@@ -21,7 +21,7 @@ import sample as sample_entry
 from model.config import get_config
 from model.transformer import Decoder
 from data import tasks
-from sampling.sampler import Sampler, SamplingConfig
+from sampling.sampler import Sampler, SamplingConfig, completion_of
 from sampling.stops import cut_index, default_stops
 from model.transformer import init_params
 
@@ -75,11 +75,10 @@ def test_samples_differ_and_the_seed_reproduces_them(setup):
 
 def test_stop_sequences_cut_before_the_stop_even_across_token_boundaries(setup):
   _, _, vocabulary, model, params, code_id = setup
-  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[-1])
   text = "    return x + 1\ndef other(y):\n    pass\n"
   ids = np.asarray(vocabulary.encode(text))
   assert len(ids) > 4 and vocabulary.decode(ids.tolist()) == text
-  completion = sampler._completion(ids, len(ids), False, default_stops("Python"))
+  completion = completion_of(vocabulary, ids, len(ids), [-1], default_stops("Python"))
   assert completion.text == "    return x + 1" and completion.finish_reason == "stop"
   assert vocabulary.decode(ids[:completion.num_tokens].tolist()).startswith(completion.text)
   # Brace languages keep the closing brace.
