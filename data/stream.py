@@ -11,6 +11,19 @@ import tensorflow as tf
 
 from objectives.ul2 import DecoderOnlyPrefixLMConverter
 
+# Tasks of prompt -> completion pairs (data/practical_tasks.py): `inputs` and `targets`, read causally.
+PROMPT_COMPLETION_TASKS: set[str] = set()
+
+
+class PromptCompletionConverter(DecoderOnlyPrefixLMConverter):
+  """Prompt and completion in one causal row, the loss on the completion only: the form the sampler
+  decodes in (a causal prefill of the prompt, then the completion), unlike the UL2 prefix LM's
+  bidirectional prefix."""
+
+  def _convert_example(self, features):
+    converted = super()._convert_example(features)
+    return {**converted, "decoder_causal_attention": tf.zeros_like(converted["decoder_causal_attention"])}
+
 
 def tasks_of(name: str) -> list[seqio.Task]:
   provider = seqio.get_mixture_or_task(name)
@@ -52,6 +65,9 @@ def examples(name: str, sequence_length: int, split: str, shuffle: bool, seed: i
 
 def packed_rows(dataset: tf.data.Dataset, name: str, sequence_length: int) -> tf.data.Dataset:
   """Examples of `name` packed into rows of `sequence_length` tokens by SeqIO's feature converters."""
-  converter = (DecoderOnlyPrefixLMConverter(pack=True) if is_prefix_lm(name)
-               else seqio.DecoderFeatureConverter(pack=True))
+  if is_prefix_lm(name):
+    prompt_completion = {task.name for task in tasks_of(name)} <= PROMPT_COMPLETION_TASKS
+    converter = (PromptCompletionConverter if prompt_completion else DecoderOnlyPrefixLMConverter)(pack=True)
+  else:
+    converter = seqio.DecoderFeatureConverter(pack=True)
   return converter(dataset, feature_lengths(name, sequence_length))

@@ -1,0 +1,307 @@
+"""Practical Python tasks in CodeInsight's shape (Beau & Crabbé 2024): an intent, a reference solution
+written as one function, a few unit tests and category labels per problem; splits by fraction and
+seed; one SeqIO task whose splits are those splits, for fine-tuning.
+
+The prompt is the solution's import lines, its `def` line and the intent as the function's docstring,
+ending right after the docstring; the target is the function's body. A docstring (not a comment)
+because that is how the pretraining corpus documents Python functions and how HumanEval-style
+prompts (evaluation/prompts.py) hand a model a task: fine-tuning and sampling then share one format,
+and the model writes only the body, which the unit tests call by the function's name.
+
+Records are JSON objects, in a JSON list (or an object of id -> record) or JSONL, at a local path or a
+URL (storage.py). Field names follow this repo's small dataset (`data/practical_tasks_small.jsonl`);
+CodeInsight's released names are accepted too: problem_id|id|task_id, intent|nl|natural_language,
+code|solution, tests|test|unit_tests (a list of test blocks or one string), categories|labels.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import textwrap
+from typing import Mapping, Sequence
+
+import numpy as np
+
+import storage
+
+SMALL_DATASET = storage.join(storage.dirname(storage.resolve(__file__)), "practical_tasks_small.jsonl")
+TASK_NAME = "practical_tasks"  # MIXTURE_OR_TASK_NAME of gin_configs/runs/finetune.gin
+SPLITS = ("train", "validation", "test")  # validation = test: CodeInsight has no third split (loss only)
+
+_ALIASES = {"problem_id": ("problem_id", "id", "task_id"), "intent": ("intent", "nl", "natural_language"),
+            "code": ("code", "solution"), "tests": ("tests", "test", "unit_tests"),
+            "categories": ("categories", "labels", "category")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+  problem_id: str
+  intent: str
+  code: str  # import lines, then one top-level function
+  tests: tuple[str, ...]  # each a block of statements that calls the function and asserts
+  categories: tuple[str, ...]
+
+  def __post_init__(self):
+    _function(self.code)  # one top-level function, or a ValueError saying what is wrong
+
+  @property
+  def entry_point(self) -> str:
+    return _function(self.code).name
+
+  def _parts(self) -> tuple[str, str, str]:
+    """(import lines, def line(s), body) of the reference code, each with its newlines."""
+    node = _function(self.code)
+    lines = self.code.splitlines(keepends=True)
+    body_start = node.body[0].lineno - 1
+    if _is_docstring(node.body[0]) and len(node.body) > 1:
+      body_start = node.body[1].lineno - 1  # a reference docstring would duplicate the prompt's
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+    header = "".join(lines[:first]).rstrip()
+    return header + "\n\n" if header else "", "".join(lines[first:body_start]), "".join(lines[body_start:])
+
+  @property
+  def header(self) -> str:
+    return self._parts()[0]
+
+  @property
+  def signature(self) -> str:
+    return self._parts()[1]
+
+  @property
+  def body(self) -> str:
+    """The reference body: what fine-tuning teaches the model to write after the prompt."""
+    body = self._parts()[2]
+    return body if body.endswith("\n") else body + "\n"
+
+  @property
+  def prompt(self) -> str:
+    return self.header + self.signature + docstring(self.intent)
+
+
+def docstring(intent: str, indent: str = "    ", width: int = 96) -> str:
+  """The intent as a docstring under a `def` line: one line if it fits, else wrapped."""
+  text = " ".join(intent.split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+  if len(indent) + len(text) + 6 <= width:
+    return f'{indent}"""{text}"""\n'
+  wrapped = textwrap.fill(text, width - len(indent), initial_indent=indent, subsequent_indent=indent)
+  return f'{indent}"""\n{wrapped}\n{indent}"""\n'
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+  return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _function(code: str) -> ast.FunctionDef:
+  try:
+    tree = ast.parse(code)
+  except SyntaxError as e:
+    raise ValueError(f"code does not parse: {e.msg} (line {e.lineno})") from None
+  functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+  others = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import,
+                                                        ast.ImportFrom))]
+  if len(functions) != 1 or others:
+    raise ValueError(f"code must be import lines and exactly one top-level function; found {len(functions)} "
+                     f"function(s) and {len(others)} other statement(s)")
+  if any(n.lineno > functions[0].lineno for n in tree.body if n is not functions[0]):
+    raise ValueError("code must put its imports before the function")
+  return functions[0]
+
+
+def _field(record: Mapping, name: str, where: str):
+  for key in _ALIASES[name]:
+    if key in record:
+      return record[key]
+  raise ValueError(f"{where}: no {name} field (any of {', '.join(_ALIASES[name])})")
+
+
+def problem_from_record(record: Mapping, where: str) -> Problem:
+  """One record as a Problem; `where` (file:line) names it in every error."""
+  if not isinstance(record, Mapping):
+    raise ValueError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
+  problem_id, intent, code = (_field(record, k, where) for k in ("problem_id", "intent", "code"))
+  tests, categories = _field(record, "tests", where), record.get("categories", record.get("labels", ()))
+  if isinstance(tests, str):
+    tests = [tests]
+  if isinstance(categories, str):
+    categories = [categories]
+  if isinstance(problem_id, bool) or not isinstance(problem_id, (str, int)):
+    raise ValueError(f"{where}: problem_id must be a string or an integer, got {problem_id!r}")
+  for name, value in (("intent", intent), ("code", code)):
+    if not isinstance(value, str) or not value.strip():
+      raise ValueError(f"{where}: {name} must be a non-empty string")
+  if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
+    raise ValueError(f"{where}: tests must be a non-empty list of non-empty strings")
+  if not isinstance(categories, (list, tuple)) or not all(isinstance(c, str) for c in categories):
+    raise ValueError(f"{where}: categories must be a list of strings")
+  try:
+    return Problem(str(problem_id), intent.strip(), code, tuple(tests), tuple(c.lower() for c in categories))
+  except ValueError as e:
+    raise ValueError(f"{where} (problem {problem_id}): {e}") from None
+
+
+def load_problems(path: str) -> list[Problem]:
+  """Every problem of a JSON or JSONL file (local or URL), in file order; ids must be unique."""
+  text = storage.read_text(path)
+  stripped = text.lstrip()
+  if stripped.startswith("[") or (stripped.startswith("{") and _is_one_json(stripped)):
+    data = json.loads(text)
+    if isinstance(data, dict):  # id -> record
+      items = [(f"{path}: record {key!r}", dict(value, problem_id=value.get("problem_id", key))
+                if isinstance(value, dict) else value) for key, value in data.items()]
+    else:
+      items = [(f"{path}: record {i}", value) for i, value in enumerate(data)]
+  else:
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+      if not line.strip():
+        continue
+      try:
+        items.append((f"{path}:{number}", json.loads(line)))
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{number}: not JSON ({e.msg})") from None
+  problems, seen = [], {}
+  for where, record in items:
+    problem = problem_from_record(record, where)
+    if problem.problem_id in seen:
+      raise ValueError(f"{where}: problem_id {problem.problem_id!r} again (first at {seen[problem.problem_id]})")
+    seen[problem.problem_id] = where
+    problems.append(problem)
+  if not problems:
+    raise ValueError(f"{path}: no problems")
+  return problems
+
+
+def _is_one_json(text: str) -> bool:
+  try:
+    json.loads(text)
+    return True
+  except json.JSONDecodeError:
+    return False
+
+
+def split_problems(problems: Sequence[Problem], train_fraction: float, seed: int
+                   ) -> tuple[list[Problem], list[Problem]]:
+  """(train, test): a permutation of the problems (ordered by id first, so file order does not
+  matter) drawn from `seed`, its first round(train_fraction * n) problems for training."""
+  if not 0 < train_fraction < 1:
+    raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
+  ordered = sorted(problems, key=lambda p: p.problem_id)
+  order = np.random.default_rng(seed).permutation(len(ordered))
+  cut = int(round(train_fraction * len(ordered)))
+  if not 0 < cut < len(ordered):
+    raise ValueError(f"a train fraction of {train_fraction} of {len(ordered)} problems leaves a split empty")
+  return [ordered[i] for i in order[:cut]], [ordered[i] for i in order[cut:]]
+
+
+def categories(problems: Sequence[Problem]) -> list[str]:
+  """Every category label of the problems, most frequent first."""
+  counts: dict[str, int] = {}
+  for problem in problems:
+    for label in problem.categories:
+      counts[label] = counts.get(label, 0) + 1
+  return sorted(counts, key=lambda c: (-counts[c], c))
+
+
+def prompt_records(problems: Sequence[Problem]) -> list[dict]:
+  """sample.py's prompts (qid, language, prompt, stop) for the problems."""
+  return [{"qid": p.problem_id, "language": "python", "prompt": p.prompt,
+           "stop": ["\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\nassert "]} for p in problems]
+
+
+@dataclasses.dataclass(frozen=True)
+class PracticalTasks:
+  """Which dataset file and which split the fine-tuning task reads (gin: codelm.PracticalTasks)."""
+  path: str | None = None  # None: the small dataset in this repo (SMALL_DATASET)
+  train_fraction: float = 0.4  # CodeInsight's chosen 40/60 split
+  seed: int = 0
+
+  @property
+  def dataset(self) -> str:
+    return self.path or SMALL_DATASET
+
+  def split(self) -> tuple[list[Problem], list[Problem]]:
+    return split_problems(load_problems(self.dataset), self.train_fraction, self.seed)
+
+
+def encode_examples(problems: Sequence[Problem], vocabulary, sequence_length: int
+                    ) -> tuple[list[tuple[list[int], list[int]]], list[str]]:
+  """([code] + prompt ids, body ids + [eod]) per problem that fits in `sequence_length` tokens, and the
+  ids of those that do not (left out of the task: a cut example would teach a cut function)."""
+  from data.vocab import CODE_TOKEN, EOD_TOKEN
+
+  code_id = vocabulary.tokenizer.piece_to_id(CODE_TOKEN)
+  eod_id = vocabulary.tokenizer.piece_to_id(EOD_TOKEN)
+  examples, too_long = [], []
+  for problem in problems:
+    inputs = [code_id] + list(vocabulary.encode(problem.prompt))
+    targets = list(vocabulary.encode(problem.body)) + [eod_id]
+    if len(inputs) + len(targets) > sequence_length:
+      too_long.append(problem.problem_id)
+    else:
+      examples.append((inputs, targets))
+  return examples, too_long
+
+
+def register_task(config: PracticalTasks, vocabulary, sequence_length: int, name: str = TASK_NAME) -> dict:
+  """Registers SeqIO task `name` with splits train / test (and validation = test) of `config`'s
+  dataset, as token ids: `inputs` ([code] + prompt) and `targets` (body + [eod]); training reads it
+  causally with the loss on the targets only (data/stream.py). Returns what was registered, per split:
+  problems, examples, ids left out as too long."""
+  import seqio
+  import tensorflow as tf
+
+  from data import stream
+
+  train, test = config.split()
+  encoded = {"train": encode_examples(train, vocabulary, sequence_length),
+             "test": encode_examples(test, vocabulary, sequence_length)}
+  encoded["validation"] = encoded["test"]
+  for split, (examples, _) in encoded.items():
+    if not examples:
+      raise ValueError(f"{config.dataset}: no {split} problem fits in {sequence_length} tokens")
+
+  def dataset_fn(split: str, shuffle_files: bool, seed: int | None = None) -> tf.data.Dataset:
+    del shuffle_files, seed  # one in-memory "file"; training shuffles examples
+    examples = encoded[split][0]
+    signature = {"inputs": tf.TensorSpec([None], tf.int32), "targets": tf.TensorSpec([None], tf.int32)}
+    return tf.data.Dataset.from_generator(lambda: ({"inputs": i, "targets": t} for i, t in examples),
+                                          output_signature=signature)
+
+  features = {key: seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32) for key in ("inputs", "targets")}
+  source = seqio.FunctionDataSource(dataset_fn, splits=SPLITS,
+                                    num_input_examples={s: len(encoded[s][0]) for s in SPLITS})
+  seqio.TaskRegistry.remove(name)
+  seqio.TaskRegistry.add(name, source=source, output_features=features, preprocessors=[])
+  stream.PROMPT_COMPLETION_TASKS.add(name)
+  return {split: {"problems": len(train if split == "train" else test), "examples": len(examples),
+                  "too_long": too_long} for split, (examples, too_long) in encoded.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """python -m data.practical_tasks [--dataset D] [--train_fraction 0.4] [--seed 0] [--split test]
+  --output prompts.jsonl: one split's prompts for sample.py, and the split's size per category."""
+  import argparse
+
+  parser = argparse.ArgumentParser(description=main.__doc__)
+  parser.add_argument("--dataset", default=SMALL_DATASET, help="JSON or JSONL (default: the small in-repo set)")
+  parser.add_argument("--train_fraction", type=float, default=0.4)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--split", choices=("train", "test"), default="test")
+  parser.add_argument("--output", required=True, help="prompts JSONL for sample.py --prompts")
+  args = parser.parse_args(argv)
+  try:
+    train, test = split_problems(load_problems(args.dataset), args.train_fraction, args.seed)
+  except (ValueError, OSError) as e:
+    parser.error(str(e))
+  chosen = train if args.split == "train" else test
+  storage.write_atomic(args.output, "".join(json.dumps(r) + "\n" for r in prompt_records(chosen)))
+  counts = {c: sum(c in p.categories for p in chosen) for c in categories(chosen)}
+  print(f"{len(chosen)} {args.split} prompts ({len(train)} train / {len(test)} test) -> {args.output}; "
+        + ", ".join(f"{c} {n}" for c, n in counts.items()))
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())
