@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from model.config import AttentionKernel
+from model.lora import LoraConfig, adapted_matmul
 
 Array = jax.Array
 Dtype = Any
@@ -82,6 +83,7 @@ class MultiQueryAttention(nn.Module):
   dtype: Dtype
   param_dtype: Dtype
   kernel: AttentionKernel = AttentionKernel.XLA
+  lora: LoraConfig | None = None  # adapters on some projections (model/lora.py)
 
   @nn.compact
   def __call__(self, x: Array, positions: Array, mask: Array | None,
@@ -102,10 +104,10 @@ class MultiQueryAttention(nn.Module):
     # faster than those of [B, T, D] einsums (no transposes; measured 1.6x on the MLP backward).
     batch, length = x.shape[:2]
     rows = x.reshape(batch * length, d_model)
-    q = (rows @ w_q.reshape(d_model, h * k_dim)).reshape(batch, length, h, k_dim)
+    q = adapted_matmul(self, self.lora, "query", rows, w_q.reshape(d_model, h * k_dim)).reshape(batch, length, h, k_dim)
     q = constrain(q, ("act_batch", "act_length", "act_heads", None))
-    k = (rows @ w_k).reshape(batch, length, k_dim)
-    v = (rows @ w_v).reshape(batch, length, k_dim)
+    k = adapted_matmul(self, self.lora, "key", rows, w_k).reshape(batch, length, k_dim)
+    v = adapted_matmul(self, self.lora, "value", rows, w_v).reshape(batch, length, k_dim)
     q = rotary_embedding(q, positions, self.rope_max_wavelength)
     k = rotary_embedding(k, positions, self.rope_max_wavelength)
 
@@ -128,7 +130,7 @@ class MultiQueryAttention(nn.Module):
     else:
       out = self._attend(q, k, v, causal_mask(length) if mask is None else mask)
     out = constrain(out, ("act_batch", "act_length", "act_heads", None))
-    out = out.reshape(batch * length, h * k_dim) @ w_o.reshape(h * k_dim, d_model)
+    out = adapted_matmul(self, self.lora, "out", out.reshape(batch * length, h * k_dim), w_o.reshape(h * k_dim, d_model))
     return out.reshape(batch, length, d_model), cache
 
   def _attend_cache(self, q: Array, k: Array, v: Array, mask: Array) -> Array:
@@ -191,6 +193,7 @@ class SwiGLU(nn.Module):
   d_ff: int
   dtype: Dtype
   param_dtype: Dtype
+  lora: LoraConfig | None = None
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
@@ -204,6 +207,7 @@ class SwiGLU(nn.Module):
     w_up = proj("up", (d_model, self.d_ff), ("embed", "mlp"))
     w_down = proj("down", (self.d_ff, d_model), ("mlp", "embed"))
     rows = x.reshape(-1, d_model)  # [B*T, D]: see MultiQueryAttention on 2-D matmuls
-    hidden = jax.nn.silu(rows @ w_gate) * (rows @ w_up)
+    hidden = (jax.nn.silu(adapted_matmul(self, self.lora, "gate", rows, w_gate))
+              * adapted_matmul(self, self.lora, "up", rows, w_up))
     hidden = constrain(hidden.reshape(x.shape[:-1] + (self.d_ff,)), ("act_batch", "act_length", "act_mlp"))
-    return (hidden.reshape(-1, self.d_ff) @ w_down).reshape(x.shape)
+    return adapted_matmul(self, self.lora, "down", hidden.reshape(-1, self.d_ff), w_down).reshape(x.shape)

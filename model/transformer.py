@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from model.config import AttentionKernel, ModelConfig, RematPolicy
 from model.layers import LayerNorm, MultiQueryAttention, SwiGLU, causal_mask, constrain
+from model.lora import LoraConfig
 
 Array = jax.Array
 # {"k": (L arrays [B, S, K]), "v": (same)}: one K/V head per layer (MQA). One buffer per layer rather
@@ -98,15 +99,16 @@ class ParallelBlock(nn.Module):
   dtype: jnp.dtype
   param_dtype: jnp.dtype
   attention_kernel: AttentionKernel
+  lora: LoraConfig | None = None
 
   @nn.compact
   def __call__(self, x: Array, positions: Array, mask: Array | None,
                cache: KVCache | None) -> tuple[Array, KVCache | None]:
     h = LayerNorm(self.norm_eps, self.dtype, self.param_dtype, name="norm")(x)
     attn, cache = MultiQueryAttention(self.num_heads, self.head_dim, self.rope_max_wavelength, self.dtype,
-                                      self.param_dtype, self.attention_kernel, name="attention")(
+                                      self.param_dtype, self.attention_kernel, self.lora, name="attention")(
                                           h, positions, mask, cache)
-    mlp = SwiGLU(self.d_ff, self.dtype, self.param_dtype, name="mlp")(h)
+    mlp = SwiGLU(self.d_ff, self.dtype, self.param_dtype, self.lora, name="mlp")(h)
     x = constrain(x + attn + mlp, ("act_batch", "act_length", "act_embed"))
     return x, cache
 
@@ -118,9 +120,11 @@ _REMAT_POLICIES = {
 
 
 class Decoder(nn.Module):
-  """Token ids in, logits out; optionally reads and writes a KV cache."""
+  """Token ids in, logits out; optionally reads and writes a KV cache. With `lora`, the layers also read
+  adapters from the "lora" collection (model/lora.py; training only: sampling merges them first)."""
 
   config: ModelConfig
+  lora: LoraConfig | None = None
 
   def setup(self):
     cfg = self.config
@@ -132,11 +136,11 @@ class Decoder(nn.Module):
       block = nn.remat(block, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
     # One compiled layer body applied L times: compile time independent of depth.
     self.layers = nn.scan(
-        block, variable_axes={"params": 0}, split_rngs={"params": True},
+        block, variable_axes={"params": 0, "lora": 0}, split_rngs={"params": True, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast, 0), length=cfg.num_layers,
         metadata_params={nn.PARTITION_NAME: "layers"})(
             cfg.num_heads, cfg.head_dim, cfg.d_ff, cfg.rope_max_wavelength, cfg.norm_eps, cfg.dtype,
-            cfg.param_dtype, cfg.attention_kernel, name="layers")
+            cfg.param_dtype, cfg.attention_kernel, self.lora, name="layers")
     self.final_norm = LayerNorm(cfg.norm_eps, cfg.dtype, cfg.param_dtype)
 
   def __call__(self, tokens: Array, positions: Array | None = None, segment_ids: Array | None = None,
