@@ -1,0 +1,567 @@
+"""Score completions of practical Python tasks (data/practical_tasks.py) as CodeInsight does (Beau &
+Crabbé 2024, §4): pass@1 by unit tests, overall and per category, plus BLEU and CodeBLEU against the
+reference solution; and mean ± std over seeds for a grid of fine-tuning runs.
+
+  python -m evaluation.practical --predictions P.jsonl --dataset D.jsonl --output_dir DIR
+
+P is sample.py's output for data.practical_tasks.prompt_records: `qid`, `sample_id`, `code` (the text
+generated after the problem's prompt). Each completion is cut where its function ends, appended to
+the prompt and run in the bubblewrap sandbox (evaluation/execution.py) with numpy and pandas
+importable, every unit test in its own try block. DIR/results.jsonl gets one line per prediction as
+it finishes, so a killed run resumes (evaluation/score.py's rules); DIR/metrics.json holds, overall
+and per category (a problem counts in each of its categories): problems, pass@1 (mean over problems
+of c/n, in %), tests_passed (% of the unit tests of every sample), BLEU and CodeBLEU (0-100) of each
+problem's first sample.
+
+The unit tests are assert blocks, so unlike evaluation/judge.py the verdict is reached inside the
+candidate's own process. Record lines carry a nonce that the harness reads from a file and deletes
+before the candidate runs, so a completion's prints (or a naive forgery) cannot pass a test; code
+that deliberately inspects the interpreter's memory could, which is outside what this guards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import io
+import json
+import math
+import os
+import secrets
+import sys
+import tokenize
+from collections.abc import Iterable, Mapping, Sequence
+
+from data.practical_tasks import Problem
+from evaluation import execution
+from evaluation.languages import base
+from evaluation.languages.python import RENDERER as PYTHON
+from evaluation.passk import mean_pass_at_k
+import storage
+from storage import exclusive_output, parse_line
+
+# Wheels of the packages the tasks import; their install requirements (not extras) come along.
+PACKAGES = ("numpy", "pandas")
+# numpy's OpenBLAS starts a thread per core at import, each with its buffers: on a many-core scorer
+# that would exceed RLIMIT_NPROC (64) and RLIMIT_AS; one thread keeps `import numpy, pandas` at a
+# 157 MB address-space peak (measured in the sandbox), well inside the default 2 GB cap.
+THREADS_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "NUMEXPR_MAX_THREADS": "1"}
+
+
+# ---- the sandbox's view: the base interpreter plus a few site-packages entries -------------------
+
+def _requirements(name: str) -> set[str]:
+  """`name` and, recursively, the distributions it requires outside extras (pandas -> numpy,
+  python-dateutil -> six, pytz, tzdata): what its import needs, without optional pyarrow."""
+  from packaging.requirements import Requirement
+  from packaging.utils import canonicalize_name
+
+  seen: set[str] = set()
+  todo = [name]
+  while todo:
+    current = canonicalize_name(todo.pop())
+    if current in seen:
+      continue
+    seen.add(current)
+    for text in importlib.metadata.distribution(current).requires or ():
+      requirement = Requirement(text)
+      if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+        todo.append(requirement.name)
+  return seen
+
+
+@functools.cache
+def site_entries() -> tuple[str, ...]:
+  """Absolute paths of the site-packages entries (packages, `.libs` folders of bundled shared
+  libraries, single-file modules, dist-info) of PACKAGES and their requirements."""
+  entries = set()
+  for name in sorted(set().union(*(_requirements(p) for p in PACKAGES))):
+    distribution = importlib.metadata.distribution(name)
+    for file in distribution.files or ():
+      top = file.parts[0]
+      if top not in ("..", "__pycache__"):  # scripts in bin/; the shared bytecode cache
+        entries.add(os.path.normpath(str(distribution.locate_file(top))))
+  return tuple(sorted(entries))
+
+
+def site_packages() -> str:
+  """The site-packages folder holding numpy (the program puts it on sys.path: it runs -I -S)."""
+  folders = {os.path.dirname(e) for e in site_entries()}
+  if len(folders) != 1:
+    raise RuntimeError(f"{', '.join(PACKAGES)} and their requirements are spread over {sorted(folders)}")
+  return folders.pop()
+
+
+@functools.cache
+def toolchain() -> base.Toolchain:
+  """evaluation/languages/python.py's base interpreter, plus read-only site_entries(); the rest of
+  the virtualenv (jax, this project) stays invisible."""
+  interpreter = PYTHON.toolchain.binaries[0]
+  versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in PACKAGES)
+  return dataclasses.replace(
+      PYTHON.toolchain, read_only=(*PYTHON.toolchain.read_only, *site_entries()),
+      version_command=(interpreter, "-c",
+                       f"import sys; print('Python', sys.version.split()[0] + ', {versions}')"))
+
+
+# ---- the program ---------------------------------------------------------------------------------
+
+_LAYOUT = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT,
+           tokenize.ENDMARKER)
+
+
+def _lines(text: str) -> list[str]:
+  """Lines with their newlines, split at "\n" only, as tokenize numbers them (str.splitlines would
+  also split at "\r", "\x0c" ...)."""
+  parts = text.split("\n")
+  return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _end_line(completion: str) -> int:
+  """Index of the completion's first line that starts a statement at column 0 (the function has
+  ended there), or the number of lines. tokenize, so that a column-0 line inside a string or brackets
+  does not count; on a tokenize error, the first non-blank line that is not indented."""
+  lines = _lines(completion)
+  try:
+    previous = tokenize.NEWLINE
+    for token in tokenize.generate_tokens(io.StringIO(completion).readline):
+      if token.type not in _LAYOUT and token.start[1] == 0 and previous in (
+          tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+        return token.start[0] - 1
+      if token.type not in (tokenize.NL, tokenize.COMMENT):
+        previous = token.type
+    return len(lines)
+  except (tokenize.TokenError, SyntaxError):
+    return next((i for i, line in enumerate(lines) if line.strip() and not line[0].isspace()), len(lines))
+
+
+def completion_code(problem: Problem, completion: str) -> str:
+  """The completion up to where the function ends (a new `def`, a `print(`, `if __name__`: whatever
+  starts at column 0), without trailing blank lines and column-0 comments ("# Example usage")."""
+  del problem  # the prompt always ends inside the function's body, after its docstring
+  lines = _lines(completion)[:_end_line(completion)]
+  while lines and (not lines[-1].strip() or lines[-1].startswith("#")):
+    lines.pop()
+  text = "".join(lines)
+  return text if not text or text.endswith("\n") else text + "\n"
+
+
+def generated_function(problem: Problem, completion: str) -> str:
+  """The import lines, the def line and the cut completion: what BLEU compares with the reference
+  (the prompt's docstring left out, as the reference has none)."""
+  return problem.header + problem.signature + completion_code(problem, completion)
+
+
+def reference_function(problem: Problem) -> str:
+  """The reference code without a docstring of its own (Problem.body already drops one)."""
+  return problem.header + problem.signature + problem.body
+
+
+# Runs inside the sandbox; program() puts SITE (site-packages) and TESTS (the test blocks) above it.
+_HARNESS = '''
+import os, sys
+sys.path.insert(0, SITE)
+
+
+def _codelm_main():
+    import traceback
+    with open("nonce") as f:
+        nonce = f.read()
+    os.remove("nonce")
+    out = sys.stdout
+
+    def record(index, text):
+        out.write(nonce + " " + str(index) + " " + text.replace("\\n", " ")[:300] + "\\n")
+        out.flush()
+
+    def describe(error, filename, source):
+        # The failing line of the test (or solution), read from its source: exec'd text has no file.
+        text = type(error).__name__ + (": " + str(error) if str(error) else "")
+        lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
+        if lines and 0 < lines[-1] <= len(source.splitlines()):
+            text += " (line %d: %s)" % (lines[-1], source.splitlines()[lines[-1] - 1].strip())
+        return text
+
+    with open("solution.py") as f:
+        source = f.read()
+    try:
+        code = compile(source, "solution.py", "exec")
+    except SyntaxError as e:
+        record("-", "compile %s: %s (line %s)" % (type(e).__name__, e.msg, e.lineno))
+        return
+    module = {"__name__": "solution", "__builtins__": __builtins__}
+    try:
+        exec(code, module)
+    except BaseException as e:  # an import the sandbox lacks, a NameError at module level
+        record("-", "module " + describe(e, "solution.py", source))
+        return
+    for index, test in enumerate(TESTS):
+        filename = "test_%d" % index
+        try:
+            exec(compile(test, filename, "exec"), dict(module))  # each test on a fresh copy
+            record(index, "pass")
+        except BaseException as e:  # SystemExit and KeyboardInterrupt too: the test failed
+            record(index, "fail " + describe(e, filename, test))
+
+
+_codelm_main()
+'''
+
+
+def program(problem: Problem, code: str) -> base.Program:
+  """`code` (the prompt + a cut completion) as solution.py, and main.py running each of the
+  problem's tests on it; records `<nonce> <index> pass|fail <why>` or `<nonce> - compile|module <why>`."""
+  main = f"SITE = {site_packages()!r}\nTESTS = {list(problem.tests)!r}\n" + _HARNESS
+  return base.Program(files={"main.py": main, "solution.py": code, "nonce": secrets.token_hex(16)},
+                      run=(PYTHON.toolchain.binaries[0], "-I", "-S", "-B", "main.py"), env=THREADS_ENV)
+
+
+def _outcomes(result: execution.Execution, nonce: str) -> tuple[list[str], str | None]:
+  """(one "pass" or failure text per test, a problem-wide error or None) from the records."""
+  outcomes: list[str] = []
+  for line in result.stdout.splitlines():
+    fields = line.split(" ", 2)
+    if len(fields) < 3 or fields[0] != nonce:
+      continue
+    if fields[1] == "-":
+      kind, _, why = fields[2].partition(" ")
+      return [], "compile" if kind == "compile" else why
+    if fields[1] != str(len(outcomes)):
+      return [], "records out of order"
+    outcomes.append(fields[2])
+  return outcomes, None
+
+
+def run_problem(problem: Problem, completion: str, limits: execution.Limits = execution.Limits()) -> dict:
+  """Run the problem's tests on prompt + completion_code(completion) in the sandbox: `passed` (every
+  test passed), `tests_passed`, `tests`, `error` (None, "compile", "timeout", or the first failure's
+  text), `detail` (the compile message or the stderr tail), `outcomes` (per test), `run_s`."""
+  code = problem.prompt + completion_code(problem, completion)
+  prog = program(problem, code)
+  result = execution.execute(prog, toolchain(), limits)
+  outcomes, error = _outcomes(result, prog.files["nonce"])
+  run = result.run
+  timed_out = run is None or run.timed_out
+  passed = sum(o == "pass" for o in outcomes)
+  detail = ""
+  if error is None:
+    failures = [o.removeprefix("fail ") for o in outcomes if o != "pass"]
+    if timed_out:
+      error = "timeout"
+    elif failures:
+      error = failures[0]
+    elif len(outcomes) < len(problem.tests) or run.exit_code != 0:
+      error = f"no result for test {len(outcomes)} (exit {run.exit_code})"
+      detail = result.stderr[-600:]
+  else:
+    detail = next((l.split(" ", 2)[2] for l in result.stdout.splitlines()
+                   if l.startswith(prog.files["nonce"] + " - ")), "")
+  return {"passed": error is None and passed == len(problem.tests), "tests_passed": passed,
+          "tests": len(problem.tests), "error": error, "detail": detail[:1000],
+          "outcomes": outcomes + ["not run"] * (len(problem.tests) - len(outcomes)),
+          "run_s": round(run.runtime_s, 3) if run else None}
+
+
+# ---- scoring a predictions file ----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+  qid: str
+  sample_id: int
+  code: str         # the completion
+  line: int         # in the predictions file
+
+  @property
+  def key(self) -> tuple[str, int]:
+    return self.qid, self.sample_id
+
+  @property
+  def code_sha1(self) -> str:
+    return hashlib.sha1(self.code.encode()).hexdigest()
+
+
+def read_predictions(path: str, problems: Mapping[str, Problem]) -> list[Prediction]:
+  """Every prediction of a sample.py output; a line that is not one (malformed, unknown qid, not
+  Python, a second prediction for one sample) is a ValueError naming file:line. A prediction without
+  a sample_id gets its index among its problem's predictions."""
+  predictions, seen = [], set()
+  count: collections.Counter = collections.Counter()
+  for number, line in storage.read_jsonl_lines(path):
+    where = f"{path}:{number}"
+    record = parse_line(line, where)
+    if not isinstance(record.get("qid"), (str, int)) or not isinstance(record.get("code"), str):
+      raise ValueError(f"{where}: a prediction needs a qid and code (a string)")
+    qid = str(record["qid"])
+    if qid not in problems:
+      raise ValueError(f"{where}: unknown qid {qid!r} (not among the problems given)")
+    if record.get("language", "python").lower() != "python":
+      raise ValueError(f"{where}: language {record['language']!r}; practical tasks are Python")
+    sample_id = record.get("sample_id", count[qid])
+    if type(sample_id) is not int:
+      raise ValueError(f"{where}: sample_id must be an integer, got {json.dumps(sample_id)[:40]}")
+    if (qid, sample_id) in seen:
+      raise ValueError(f"{where}: a second prediction for {qid} sample {sample_id}")
+    seen.add((qid, sample_id))
+    count[qid] += 1
+    predictions.append(Prediction(qid, sample_id, record["code"], number))
+  return predictions
+
+
+def read_results(path: str) -> dict[tuple[str, int], dict]:
+  """Records already in results.jsonl by (qid, sample_id), the later line winning; a torn last line
+  is cut off, any other unreadable line ignored (that prediction is scored again)."""
+  if not storage.exists(path):
+    return {}
+  storage.repair_torn_tail(path)
+  results = {}
+  for _, line in storage.read_jsonl_lines(path):
+    try:
+      record = json.loads(line)
+      results[(record["qid"], record["sample_id"])] = record
+    except (ValueError, KeyError, TypeError):
+      continue
+  return results
+
+
+def group_metrics(problems: Sequence[Problem], records: Mapping[str, list[dict]],
+                  completions: Mapping[str, str]) -> dict:
+  """CodeInsight's columns over a group of problems. `records`: each problem's result records;
+  `completions`: each problem's sample-0 completion (BLEU and CodeBLEU use one sample per problem)."""
+  import sacrebleu
+  from codebleu import calc_codebleu
+
+  if not problems:  # a category none of whose predictions could be scored
+    return {"problems": 0, **{k: None for k in ("pass@1", "tests_passed", "bleu", "codebleu")}}
+  counts = {p.problem_id: (len(records[p.problem_id]), sum(r["passed"] for r in records[p.problem_id]))
+            for p in problems}
+  tests = sum(r["tests"] for p in problems for r in records[p.problem_id])
+  passed = sum(r["tests_passed"] for p in problems for r in records[p.problem_id])
+  hypotheses = [generated_function(p, completions[p.problem_id]) for p in problems]
+  references = [reference_function(p) for p in problems]
+  # codebleu counts a dataflow score of 0 as 1 (`dataflow_match_score or 1`): its library's rule.
+  codebleu = calc_codebleu(references, hypotheses, lang="python")["codebleu"]
+  return {"problems": len(problems),
+          "pass@1": round(100 * mean_pass_at_k(counts, ks=(1,))["pass@1"], 4),
+          "tests_passed": round(100 * passed / tests, 4) if tests else None,
+          "bleu": round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 4),
+          "codebleu": round(100 * codebleu, 4)}
+
+
+def metrics(problems: Sequence[Problem], predictions: Sequence[Prediction],
+            results: Mapping[tuple[str, int], dict]) -> dict:
+  """group_metrics overall and per category (most frequent first), over the scored predictions."""
+  from data.practical_tasks import categories
+
+  records: dict[str, list[dict]] = collections.defaultdict(list)
+  first: dict[str, Prediction] = {}
+  for p in sorted(predictions, key=lambda p: p.sample_id):
+    if p.key in results:
+      records[p.qid].append(results[p.key])
+      first.setdefault(p.qid, p)
+  scored = [p for p in problems if records[p.problem_id]]
+  completions = {qid: p.code for qid, p in first.items()}
+  out = {"overall": group_metrics(scored, records, completions), "categories": {}}
+  for label in categories(scored):
+    group = [p for p in scored if label in p.categories]
+    out["categories"][label] = group_metrics(group, records, completions)
+  return out
+
+
+def score_predictions(predictions_path: str, problems: Mapping[str, Problem], output_dir: str,
+                      workers: int | None = None, limits: execution.Limits = execution.Limits(),
+                      progress: bool = False) -> dict:
+  """Score the predictions not yet in output_dir/results.jsonl, then write output_dir/metrics.json.
+  Every problem of `problems` needs a prediction (a ValueError counts and names the missing ones):
+  metrics over a silently smaller set of problems would not compare across runs."""
+  from tqdm import tqdm
+
+  predictions = read_predictions(predictions_path, problems)
+  predicted = {p.qid for p in predictions}
+  missing = [qid for qid in problems if qid not in predicted]
+  if missing:
+    raise ValueError(f"{predictions_path}: no prediction for {len(missing)} of {len(problems)} problems: "
+                     f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+  lacking = execution.missing(toolchain())
+  if lacking:
+    raise RuntimeError(f"cannot run the practical tasks' sandbox: missing {', '.join(lacking)}")
+  storage.makedirs(output_dir)
+  results_path = storage.join(output_dir, "results.jsonl")
+  with exclusive_output(results_path, "evaluation.practical"):
+    results = read_results(results_path)
+    todo = [p for p in predictions if results.get(p.key, {}).get("code_sha1") != p.code_sha1]
+    failures: list[str] = []
+    version = execution.toolchain_version(toolchain())
+    pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
+    try:
+      with storage.JsonlAppender(results_path) as out, \
+           tqdm(total=len(todo), unit="prog", desc="scoring", disable=not progress) as bar:
+        futures = {pool.submit(run_problem, problems[p.qid], p.code, limits): p for p in todo}
+        for future in concurrent.futures.as_completed(futures):
+          p = futures[future]
+          bar.update()
+          try:
+            outcome = future.result()
+          except Exception as error:  # noqa: BLE001 - one prediction never stops the others
+            failures.append(f"{predictions_path}:{p.line}: {p.qid} sample {p.sample_id} could not be "
+                            f"scored: {type(error).__name__}: {error}")
+            continue
+          record = {"qid": p.qid, "sample_id": p.sample_id, **outcome, "toolchain": version,
+                    "code_sha1": p.code_sha1}
+          out.write(record)  # one write per line: a kill tears at most the last
+          results[p.key] = record
+    finally:  # on an interrupt, start no more sandboxes
+      pool.shutdown(wait=True, cancel_futures=True)
+    values = {"predictions": storage.resolve(predictions_path), "limits": dataclasses.asdict(limits),
+              "toolchain": version, "scored_now": len(todo) - len(failures),
+              **metrics(list(problems.values()), predictions, results),
+              "unscored_predictions": failures}
+    storage.write_json(storage.join(output_dir, "metrics.json"), values)
+  return values
+
+
+COLUMNS = (("problems", "problems"), ("pass@1", "pass@1"), ("tests_passed", "% tests passed"),
+           ("bleu", "BLEU"), ("codebleu", "CodeBLEU"))
+
+
+def table(values: dict) -> str:
+  """The per-category markdown table of a metrics.json."""
+  lines = ["| category | " + " | ".join(t for _, t in COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
+  for label, group in [("overall", values["overall"]), *values["categories"].items()]:
+    cells = [str(group[k]) if k == "problems" else ("–" if group[k] is None else f"{group[k]:.1f}")
+             for k, _ in COLUMNS]
+    lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+# ---- a grid of runs: mean ± std over seeds per train fraction ------------------------------------
+
+SUMMARY_METRICS = ("pass@1", "tests_passed", "bleu", "codebleu")  # overall; categories get pass@1
+
+
+def _stat(values: Sequence[float]) -> dict:
+  """Mean and sample std (ddof=1) over seeds; std 0 for a single seed (n says so)."""
+  mean = sum(values) / len(values)
+  std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+  return {"mean": round(mean, 4), "std": round(std, 4), "n": len(values)}
+
+
+def summarise(cells: Iterable[tuple[float, int, dict]]) -> dict:
+  """cells: (train_fraction, seed, metrics as score_predictions returns). Per train fraction (keys
+  "%g" of it), mean ± std over seeds: overall for SUMMARY_METRICS, per category for pass@1 (over the
+  seeds whose test split has the category)."""
+  by_fraction: dict[float, dict[int, dict]] = collections.defaultdict(dict)
+  for fraction, seed, values in cells:
+    if seed in by_fraction[fraction]:
+      raise ValueError(f"two cells for train fraction {fraction:g}, seed {seed}")
+    by_fraction[fraction][seed] = values
+  fractions = sorted(by_fraction)
+  labels: collections.Counter = collections.Counter()
+  for runs in by_fraction.values():
+    for values in runs.values():
+      labels.update({label: values["categories"][label]["problems"] for label in values["categories"]})
+  out: dict = {"train_fractions": [f"{f:g}" for f in fractions],
+               "seeds": {f"{f:g}": sorted(by_fraction[f]) for f in fractions},
+               "overall": {}, "categories": {label: {} for label, _ in labels.most_common()}}
+  for f in fractions:
+    runs = list(by_fraction[f].values())
+    overall = {m: [r["overall"][m] for r in runs if r["overall"][m] is not None] for m in SUMMARY_METRICS}
+    out["overall"][f"{f:g}"] = {m: _stat(v) if v else None for m, v in overall.items()}
+    for label in out["categories"]:
+      values = [r["categories"][label]["pass@1"] for r in runs
+                if r["categories"].get(label, {}).get("pass@1") is not None]
+      out["categories"][label][f"{f:g}"] = _stat(values) if values else None
+  return out
+
+
+def _cell(stat: dict | None) -> str:
+  return "–" if not stat or not stat["n"] else f"{stat['mean']:.1f} ± {stat['std']:.1f}"
+
+
+def summary_markdown(summary: dict) -> str:
+  fractions = summary["train_fractions"]
+  header = [f"train {f} (n={len(summary['seeds'][f])})" for f in fractions]
+  lines = ["pass@1 (%), mean ± std over seeds (sample std; 0 for one seed)", "",
+           "| category | " + " | ".join(header) + " |", "|" + "---|" * (len(header) + 1)]
+  for label, row in summary["categories"].items():
+    lines.append(f"| {label} | " + " | ".join(_cell(row[f]) for f in fractions) + " |")
+  overall = " | ".join(_cell(summary["overall"][f]["pass@1"]) for f in fractions)
+  lines.append(f"| **overall** | {overall} |")
+  lines += ["", "overall, mean ± std over seeds", "",
+            "| metric | " + " | ".join(header) + " |", "|" + "---|" * (len(header) + 1)]
+  for metric in SUMMARY_METRICS:
+    lines.append(f"| {metric} | " + " | ".join(_cell(summary["overall"][f][metric]) for f in fractions) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def _figure(summary: dict):
+  """Grouped bars: pass@1 per category (and overall), one bar per train fraction, std error bars."""
+  from matplotlib.figure import Figure  # no pyplot: its global state and backend choice stay untouched
+
+  rows = [*summary["categories"].items(), ("overall", {f: summary["overall"][f]["pass@1"]
+                                                       for f in summary["train_fractions"]})]
+  fractions = summary["train_fractions"]
+  width = 0.8 / max(len(fractions), 1)
+  figure = Figure(figsize=(max(6, 0.9 * len(rows) + 2), 4), layout="constrained")
+  axes = figure.add_subplot()
+  for i, f in enumerate(fractions):
+    stats = [row[f] or {"mean": 0.0, "std": 0.0} for _, row in rows]  # no test problem: no bar
+    axes.bar([j + (i - (len(fractions) - 1) / 2) * width for j in range(len(rows))],
+             [s["mean"] for s in stats], width, yerr=[s["std"] for s in stats], capsize=2,
+             label=f"train {f} (n={len(summary['seeds'][f])})")
+  axes.set_xticks(range(len(rows)), [label for label, _ in rows], rotation=30, ha="right")
+  axes.set_ylabel("pass@1 (%)")
+  axes.legend(fontsize="small")
+  return figure
+
+
+def write_summary(cells: Iterable[tuple[float, int, dict]], output_dir: str) -> dict:
+  """summarise(cells), written as summary.json, summary.md and pass_at_1_by_category.png."""
+  summary = summarise(cells)
+  storage.makedirs(output_dir)
+  storage.write_json(storage.join(output_dir, "summary.json"), summary)
+  storage.write_atomic(storage.join(output_dir, "summary.md"), summary_markdown(summary))
+  storage.save_figure(_figure(summary), storage.join(output_dir, "pass_at_1_by_category.png"))
+  return summary
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None) -> int:
+  from data.practical_tasks import SMALL_DATASET, load_problems
+
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--predictions", required=True, help="sample.py's predictions JSONL")
+  parser.add_argument("--dataset", default=SMALL_DATASET, help="the problems (JSON or JSONL)")
+  parser.add_argument("--output_dir", required=True, help="directory for results.jsonl and metrics.json")
+  parser.add_argument("--workers", type=int, default=os.cpu_count(), help="sandboxes at a time")
+  parser.add_argument("--timeout", type=float, default=execution.Limits.timeout_s,
+                      help="wall-clock seconds of each program's run")
+  args = parser.parse_args(argv)
+  try:
+    if args.workers < 1:
+      raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    dataset = {p.problem_id: p for p in load_problems(args.dataset)}
+    # The dataset may hold more than was sampled (a test split): score the predicted problems,
+    # each of which must be in the dataset (read_predictions names the file:line of one that is not).
+    predicted = {p.qid for p in read_predictions(args.predictions, dataset)}
+    problems = {qid: p for qid, p in dataset.items() if qid in predicted}
+    values = score_predictions(args.predictions, problems, args.output_dir, args.workers,
+                               execution.Limits(timeout_s=args.timeout), progress=True)
+  except (ValueError, OSError, RuntimeError) as error:  # OutputLocked is a RuntimeError
+    print(f"error: {error}", file=sys.stderr)
+    return 2
+  print(table(values))
+  print(f"\nscored now: {values['scored_now']}")
+  for message in values["unscored_predictions"][:20]:
+    print(message)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,234 @@
+"""Practical-task scoring: numpy and pandas in the sandbox and nothing else of the virtualenv, hostile
+completions contained, junk after the body cut, the metrics, per-category counting, resume, and the
+mean ± std summary over seeds."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from data.practical_tasks import Problem
+from evaluation import execution, practical
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIMITS = execution.Limits(timeout_s=10)
+needs_sandbox = pytest.mark.skipif(bool(execution.missing(practical.toolchain())),
+                                   reason="no sandbox (bwrap) on this machine; run `make toolchains`")
+
+PANDAS = Problem(
+    problem_id="p1", intent="Add a column total = a + b to a copy of df and return it.",
+    code=("import pandas as pd\n\n"
+          "def add_total(df):\n"
+          "    out = df.copy()\n"
+          "    out['total'] = out['a'] + out['b']\n"
+          "    return out\n"),
+    tests=("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2], 'b': [3, 4]})\n"
+           "assert add_total(df)['total'].tolist() == [4, 6]\n",
+           "import pandas as pd\ndf = pd.DataFrame({'a': [0], 'b': [0]})\nadd_total(df)\n"
+           "assert list(df.columns) == ['a', 'b']\n"),
+    categories=("pandas", "assign"))
+NUMPY = Problem(
+    problem_id="n1", intent="Return the sum of each row of a matrix as a list.",
+    code=("import numpy as np\n\n"
+          "def row_sums(matrix):\n"
+          "    totals = np.asarray(matrix).sum(axis=1)\n"
+          "    return totals.tolist()\n"),
+    tests=("assert row_sums([[1, 2], [3, 4]]) == [3, 7]\n",
+           "import numpy as np\nassert row_sums(np.eye(3)) == [1.0, 1.0, 1.0]\n",
+           "assert row_sums([[-1, 1]]) == [0]\n"),
+    categories=("numpy",))
+PLAIN = Problem(
+    problem_id="s1", intent="Import jax and return its name.",
+    code="def jax_name():\n    import jax\n    return jax.__name__\n",
+    tests=("assert jax_name() == 'jax'\n",), categories=("builtin",))
+PROBLEMS = {p.problem_id: p for p in (PANDAS, NUMPY)}
+
+
+def write_predictions(path, records) -> str:
+  with open(path, "w", encoding="utf-8") as f:
+    for record in records:
+      f.write(json.dumps({"language": "python", **record}) + "\n")
+  return str(path)
+
+
+def test_completion_code_cuts_where_the_function_ends():
+  junk = "    return 1\n\n# Example usage\nprint(f())\ndef g():\n    pass\n"
+  assert practical.completion_code(NUMPY, junk) == "    return 1\n"
+  for stop in ("if __name__ == '__main__':\n    f()\n", "class A:\n    pass\n", "x = f()\n"):
+    assert practical.completion_code(NUMPY, "    return 1\n" + stop) == "    return 1\n"
+  # Column 0 inside a string or brackets is still the body; a body without a newline gets one.
+  kept = "    s = '''a\ndef b'''\n    x = [1,\n2]\n    return s, x\n"
+  assert practical.completion_code(NUMPY, kept + "print(1)\n") == kept
+  assert practical.completion_code(NUMPY, "    return 1") == "    return 1\n"
+  assert practical.generated_function(NUMPY, NUMPY.body + "print(1)\n") == NUMPY.code
+
+
+def test_site_entries_are_just_numpy_pandas_and_their_requirements():
+  names = {os.path.basename(p) for p in practical.site_entries()}
+  assert {"numpy", "pandas", "dateutil", "pytz", "tzdata", "six.py"} <= names
+  assert not names & {"jax", "pyarrow", "site-packages"}, names
+  assert all(p.startswith(practical.site_packages() + os.sep) for p in practical.site_entries())
+
+
+@needs_sandbox
+def test_correct_pandas_and_numpy_solutions_pass_and_a_wrong_one_fails():
+  for problem in (PANDAS, NUMPY):
+    result = practical.run_problem(problem, problem.body + "\nprint(junk(\n", LIMITS)
+    assert result["passed"], result
+    assert result["tests_passed"] == result["tests"] == len(problem.tests) and result["error"] is None
+  # Off by one on negative rows only: the third test fails, the first two pass. Its forged record
+  # (no nonce) counts for nothing.
+  wrong = ("    print('- 2 pass')\n"
+           "    return [sum(abs(x) for x in row) for row in matrix]\n")
+  result = practical.run_problem(NUMPY, wrong, LIMITS)
+  assert not result["passed"] and result["tests_passed"] == 2 and result["tests"] == 3
+  assert result["outcomes"][:2] == ["pass", "pass"] and result["error"].startswith("AssertionError")
+  assert "row_sums([[-1, 1]])" in result["error"]  # the failing line is named
+
+
+@needs_sandbox
+def test_the_rest_of_the_virtualenv_is_invisible():
+  assert "jax" not in practical.site_entries()
+  result = practical.run_problem(PLAIN, PLAIN.body, LIMITS)
+  assert not result["passed"] and "ModuleNotFoundError" in result["error"], result
+
+
+@needs_sandbox
+def test_hostile_completions_are_contained(tmp_path):
+  loop = practical.run_problem(NUMPY, "    while True:\n        pass\n", execution.Limits(timeout_s=2))
+  assert not loop["passed"] and loop["error"] == "timeout" and loop["tests_passed"] == 0
+  outside = tmp_path / "escaped.txt"
+  targets = [str(outside), os.path.join(practical.site_packages(), "planted.py")]
+  secrets = [os.path.join(ROOT, "README.md"), "/etc/shadow", "nonce"]
+  body = (f"    done = []\n"
+          f"    for path in {targets!r}:\n"
+          f"        try:\n"
+          f"            open(path, 'w').write('x')\n"
+          f"            done.append(path)\n"
+          f"        except OSError:\n"
+          f"            pass\n"
+          f"    for path in {secrets!r}:\n"
+          f"        try:\n"
+          f"            done.append(open(path).read()[:10])\n"
+          f"        except OSError:\n"
+          f"            pass\n"
+          f"    import os, signal\n"
+          f"    try:\n"
+          f"        os.kill(1, signal.SIGKILL)\n"
+          f"        done.append('killed init')\n"
+          f"    except OSError:\n"
+          f"        pass\n"
+          f"    return done\n")
+  probe = Problem(problem_id="h1", intent="Try to escape.", code="def escape():\n    return []\n",
+                  tests=("assert escape() == []\n",), categories=())
+  result = practical.run_problem(probe, body, LIMITS)
+  assert result["passed"], result  # every attempt failed inside the sandbox
+  assert not outside.exists() and not os.path.exists(targets[1])
+
+
+@needs_sandbox
+def test_metrics_per_category_and_resume(tmp_path):
+  identical = [{"qid": p.problem_id, "sample_id": 0, "code": p.body + "\nprint(1)\n"} for p in (PANDAS, NUMPY)]
+  path = write_predictions(tmp_path / "right.jsonl", identical)
+  values = practical.score_predictions(path, PROBLEMS, str(tmp_path / "right"), workers=2, limits=LIMITS)
+  overall = values["overall"]
+  assert overall["problems"] == 2 and overall["pass@1"] == 100 and overall["tests_passed"] == 100
+  assert overall["bleu"] == pytest.approx(100) and overall["codebleu"] == pytest.approx(100)
+  # The pandas problem counts in both of its categories.
+  assert set(values["categories"]) == {"pandas", "assign", "numpy"}
+  assert values["categories"]["pandas"]["problems"] == values["categories"]["assign"]["problems"] == 1
+  with open(tmp_path / "right" / "metrics.json") as f:
+    assert json.load(f)["overall"] == overall
+
+  # A second sample per problem: numpy's is wrong (2 of 3 tests), pandas' does not compile.
+  extra = [{"qid": "n1", "sample_id": 1, "code": "    return [sum(abs(x) for x in r) for r in matrix]\n"},
+           {"qid": "p1", "sample_id": 1, "code": "    return df +\n"}]
+  path = write_predictions(tmp_path / "right.jsonl", identical + extra)
+  values = practical.score_predictions(path, PROBLEMS, str(tmp_path / "right"), workers=2, limits=LIMITS)
+  assert values["scored_now"] == 2  # the first two were already scored
+  assert values["overall"]["pass@1"] == 50  # mean over problems of c/n = (1/2 + 1/2) / 2
+  assert values["overall"]["tests_passed"] == pytest.approx(100 * (2 + 3 + 0 + 2) / 10)
+  assert values["overall"]["bleu"] == pytest.approx(100)  # BLEU and CodeBLEU use sample 0
+  assert values["categories"]["numpy"]["pass@1"] == 50
+  with open(tmp_path / "right" / "results.jsonl") as f:
+    results = [json.loads(line) for line in f]
+  assert len(results) == 4 and {r["error"] for r in results if r["qid"] == "p1"} == {None, "compile"}
+
+  again = practical.score_predictions(path, PROBLEMS, str(tmp_path / "right"), workers=2, limits=LIMITS)
+  assert again["scored_now"] == 0 and again["overall"] == values["overall"]
+  with open(tmp_path / "right" / "results.jsonl") as f:
+    assert len(f.readlines()) == 4
+
+
+@needs_sandbox
+def test_wrong_sample_zero_lowers_bleu_and_pass_at_1(tmp_path):
+  wrong = [{"qid": "n1", "sample_id": 0, "code": "    return [0 for row in matrix]\n"},
+           {"qid": "p1", "sample_id": 0, "code": PANDAS.body}]
+  path = write_predictions(tmp_path / "wrong.jsonl", wrong)
+  values = practical.score_predictions(path, PROBLEMS, str(tmp_path / "out"), workers=2, limits=LIMITS)
+  assert values["overall"]["pass@1"] == 50 and values["categories"]["numpy"]["pass@1"] == 0
+  assert values["categories"]["pandas"]["bleu"] == pytest.approx(100)
+  assert values["categories"]["numpy"]["bleu"] < 100 and values["overall"]["bleu"] < 100
+  assert values["categories"]["numpy"]["codebleu"] < 100
+
+
+def test_prediction_file_errors_name_the_file(tmp_path):
+  only_one = write_predictions(tmp_path / "one.jsonl", [{"qid": "n1", "sample_id": 0, "code": ""}])
+  with pytest.raises(ValueError, match=r"one\.jsonl: no prediction for 1 of 2 problems: p1"):
+    practical.score_predictions(only_one, PROBLEMS, str(tmp_path / "out"))
+  unknown = write_predictions(tmp_path / "unknown.jsonl",
+                              [{"qid": "n1", "code": ""}, {"qid": "zz", "code": ""}])
+  with pytest.raises(ValueError, match=r"unknown\.jsonl:2: unknown qid 'zz'"):
+    practical.read_predictions(unknown, PROBLEMS)
+  twice = write_predictions(tmp_path / "twice.jsonl", [{"qid": "n1", "sample_id": 0, "code": ""}] * 2)
+  with pytest.raises(ValueError, match=r"twice\.jsonl:2: a second prediction"):
+    practical.read_predictions(twice, PROBLEMS)
+
+
+def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, capsys):
+  dataset = tmp_path / "dataset.jsonl"
+  with open(dataset, "w") as f:
+    for p in (PANDAS, NUMPY, PLAIN):
+      f.write(json.dumps({"problem_id": p.problem_id, "intent": p.intent, "code": p.code,
+                          "tests": list(p.tests), "categories": list(p.categories)}) + "\n")
+  bad = write_predictions(tmp_path / "bad.jsonl", [{"qid": "n1", "code": ""}, {"qid": "nope", "code": ""}])
+  flags = ["--dataset", str(dataset), "--output_dir", str(tmp_path / "o")]
+  assert practical.main(["--predictions", bad, *flags]) == 2
+  assert "bad.jsonl:2: unknown qid 'nope'" in capsys.readouterr().err
+  if execution.missing(practical.toolchain()):
+    return
+  good = write_predictions(tmp_path / "good.jsonl", [{"qid": "n1", "code": NUMPY.body}])
+  assert practical.main(["--predictions", good, *flags, "--workers", "1"]) == 0
+  out = capsys.readouterr().out
+  assert "| overall | 1 | 100.0 | 100.0 |" in out and "| numpy | 1 |" in out and "pandas" not in out
+
+
+def _metrics(pass_at_1: float, categories: dict[str, float], bleu: float = 10.0) -> dict:
+  group = lambda value: {"problems": 3, "pass@1": value, "tests_passed": value, "bleu": bleu, "codebleu": 20.0}
+  return {"overall": group(pass_at_1), "categories": {c: group(v) for c, v in categories.items()}}
+
+
+def test_summarise_mean_and_sample_std_over_seeds(tmp_path):
+  cells = [(0.4, 0, _metrics(10, {"pandas": 20, "numpy": 0}, bleu=10)),
+           (0.4, 1, _metrics(20, {"pandas": 40}, bleu=14)),
+           (0.4, 2, _metrics(30, {"pandas": 60, "numpy": 30}, bleu=12)),
+           (0.8, 0, _metrics(50, {"pandas": 70}))]
+  summary = practical.write_summary(cells, str(tmp_path))
+  assert summary["train_fractions"] == ["0.4", "0.8"] and summary["seeds"]["0.4"] == [0, 1, 2]
+  assert summary["overall"]["0.4"]["pass@1"] == {"mean": 20.0, "std": 10.0, "n": 3}  # ddof=1
+  assert summary["overall"]["0.4"]["bleu"] == {"mean": 12.0, "std": 2.0, "n": 3}
+  assert summary["categories"]["pandas"]["0.4"] == {"mean": 40.0, "std": 20.0, "n": 3}
+  # numpy is in two of the three seeds' test splits, and in none at 0.8.
+  assert summary["categories"]["numpy"]["0.4"] == {"mean": 15.0, "std": pytest.approx(21.2132), "n": 2}
+  assert summary["categories"]["numpy"]["0.8"] is None
+  assert summary["overall"]["0.8"]["pass@1"] == {"mean": 50.0, "std": 0.0, "n": 1}
+  markdown = (tmp_path / "summary.md").read_text()
+  assert "| category | train 0.4 (n=3) | train 0.8 (n=1) |" in markdown
+  assert "| pandas | 40.0 ± 20.0 | 70.0 ± 0.0 |" in markdown and "| numpy | 15.0 ± 21.2 | – |" in markdown
+  assert "| **overall** | 20.0 ± 10.0 | 50.0 ± 0.0 |" in markdown
+  assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(summary))
+  assert (tmp_path / "pass_at_1_by_category.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  with pytest.raises(ValueError, match="two cells for train fraction 0.4, seed 0"):
+    practical.summarise(cells + [(0.4, 0, _metrics(1, {}))])
