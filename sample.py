@@ -140,7 +140,7 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
   from sampling.sampler import Sampler
   from training.checkpoints import Checkpointer, abstract_with_shardings
-  from training.run_info import read_checkpoint_dir, read_run_info
+  from training.run_info import read_adapters, read_checkpoint_dir, read_run_info
 
   model_dir, step = split_checkpoint(checkpoint)
   config, vocab_path = read_run_info(model_dir)
@@ -151,6 +151,8 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   mesh = sharding.make_mesh(*mesh_shape)
   # Training's parameter layout from the model and the mesh alone; the optimizer state is not restored.
   abstract = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
+  if read_adapters(model_dir):
+    abstract = _abstract_adapters(model, read_adapters(model_dir), mesh)
   checkpointer = Checkpointer(directory, async_save=False)
   try:
     if step is not None and step not in checkpointer.steps():
@@ -161,8 +163,51 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   if restored is None:
     raise FileNotFoundError(f"no checkpoint in {directory} (has the run saved one?)")
   params, step = restored
+  adapters = read_adapters(model_dir)
+  if adapters:  # a LoRA run: its checkpoints hold adapters of a frozen base; sample the merged model
+    params = merge_adapters(model, mesh, params, adapters)
   end_ids = [vocabulary.tokenizer.piece_to_id(EOD_TOKEN), vocabulary.eos_id]
   return Sampler(model, params, vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), end_ids, mesh=mesh), step
+
+
+def _lora_model(model, adapters: dict):
+  from model.lora import LoraConfig
+  from model.transformer import Decoder
+
+  return Decoder(model.config, lora=LoraConfig(**adapters["lora"]))
+
+
+def _abstract_adapters(model, adapters: dict, mesh):
+  """The adapters' tree as a LoRA run's checkpoints hold it, replicated (training/step.py)."""
+  import jax
+  from jax.sharding import NamedSharding, PartitionSpec
+
+  lora_model = _lora_model(model, adapters)
+  shapes = jax.eval_shape(lambda: lora_model.init({"params": jax.random.key(0)}, jax.numpy.zeros((1, 8), "int32")))
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec())),
+                      shapes["lora"])
+
+
+def merge_adapters(model, mesh, adapters_params, adapters: dict):
+  """The base checkpoint a LoRA run trained on (its recorded step) with the adapters merged in."""
+  import flax.linen as nn
+
+  from model import lora, sharding
+  from training.checkpoints import Checkpointer, abstract_with_shardings
+
+  abstract = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
+  source = Checkpointer(adapters["base_checkpoints"], async_save=False)
+  try:
+    if adapters["base_step"] not in source.steps():
+      raise FileNotFoundError(f"the LoRA run's base checkpoint {adapters['base_step']} is no longer in "
+                              f"{adapters['base_checkpoints']} (have {source.steps()})")
+    restored = source.restore_params(abstract, step=adapters["base_step"])
+  finally:
+    source.close()
+  if restored is None:
+    raise FileNotFoundError(f"the LoRA run's base checkpoint {adapters['base_step']} in "
+                            f"{adapters['base_checkpoints']} does not restore")
+  return lora.merge(restored[0], adapters_params, _lora_model(model, adapters).lora)
 
 
 def check_sampling_arguments(a: dict) -> None:

@@ -28,6 +28,8 @@ import jax
 import gin_flags
 import storage
 from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_dir
+from data import practical_tasks as practical_data
+from model import lora as lora_adapters
 from model.config import SIZES
 from objectives.ul2 import UL2Config
 from storage import OutputLocked, exclusive_output
@@ -36,10 +38,12 @@ from training.checkpoints import CheckpointError
 from training.distributed import maybe_initialize_distributed
 
 UL2Config = gin.external_configurable(UL2Config, module="codelm")
+LoraConfig = gin.external_configurable(lora_adapters.LoraConfig, module="codelm")
+PracticalTasks = gin.external_configurable(practical_data.PracticalTasks, module="codelm")
 
 
 @gin.configurable(denylist=["gin_config_str"])
-def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corpus_dir: str = gin.REQUIRED,
+def train(*, model_dir: str = gin.REQUIRED, model_size: str | None = gin.REQUIRED, corpus_dir: str | None = gin.REQUIRED,
           vocab_path: str | None = None, mixture_or_task_name: str = gin.REQUIRED,
           task_feature_lengths: dict = gin.REQUIRED, batch_size: int = gin.REQUIRED, train_steps: int = gin.REQUIRED,
           base_learning_rate: float = 0.01, warmup_fraction: float = 0.1, z_loss: float = 1e-4,
@@ -47,10 +51,16 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
           model_overrides: dict | None = None, ul2_config: UL2Config | None = None, seed: int = 0,
           log_every: int = 50, checkpoint_every: int = 1000, keep_checkpoints: int = 3,
           eval_every: int = 0, eval_batches: int = 4, init_from: str | None = None,
-          checkpoint_dir: str | None = None, gin_config_str: str = "") -> dict:
+          checkpoint_dir: str | None = None, optimizer: str = "adafactor", weight_decay: float = 0.0,
+          lr_schedule: str = "rsqrt", lora: lora_adapters.LoraConfig | None = None,
+          practical_tasks: practical_data.PracticalTasks | None = None,
+          gin_config_str: str = "") -> dict:
   """Trains until train_steps; returns the last logged metrics. One train.py per MODEL_DIR: the first
   process holds MODEL_DIR/train.lock while it runs, and a second run there refuses at once.
-  `checkpoint_dir` (default MODEL_DIR/checkpoints, as MaxText's) is recorded in MODEL_DIR/run.json."""
+  `checkpoint_dir` (default MODEL_DIR/checkpoints, as MaxText's) is recorded in MODEL_DIR/run.json.
+  Fine-tuning (gin_configs/runs/finetune.gin): `init_from` another run's MODEL_DIR (its model and
+  vocabulary; model_size and corpus_dir may then be None), `practical_tasks` the task, `lora` to train
+  adapters of the frozen base instead of every parameter."""
   arguments = dict(locals())
   check_arguments(arguments)
   del arguments["gin_config_str"]
@@ -64,11 +74,26 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str = gin.REQUIRED, corp
 def check_arguments(arguments: dict) -> None:
   """Every gin value of train() by type and range, before anything is read or written."""
   a = arguments
-  for name in ("model_dir", "corpus_dir", "mixture_or_task_name", "model_size"):
+  for name in ("model_dir", "mixture_or_task_name"):
     if not isinstance(a[name], str) or not a[name]:
       raise UsageError(f"train.{name} must be a non-empty string, got {a[name]!r}")
-  if a["model_size"] not in SIZES:
+  for name, without in (("model_size", "a MODEL_DIR as train.init_from"), ("corpus_dir", "train.practical_tasks")):
+    if a[name] is None and not (a["init_from"] if name == "model_size" else a["practical_tasks"]):
+      raise UsageError(f"train.{name} may be None only with {without}")
+    if a[name] is not None and (not isinstance(a[name], str) or not a[name]):
+      raise UsageError(f"train.{name} must be a non-empty string or None, got {a[name]!r}")
+  if a["model_size"] is not None and a["model_size"] not in SIZES:
     raise UsageError(f"train.model_size: unknown size {a['model_size']!r}; choose one of {', '.join(SIZES)}")
+  for name, choices in (("optimizer", ("adafactor", "adamw")), ("lr_schedule", ("rsqrt", "linear"))):
+    if a[name] not in choices:
+      raise UsageError(f"train.{name}: {a[name]!r} is not one of {', '.join(choices)}")
+  check_float("train.weight_decay", a["weight_decay"], 0)
+  if a["lora"] is not None and not isinstance(a["lora"], lora_adapters.LoraConfig):
+    raise UsageError(f"train.lora must be @codelm.LoraConfig() or None, got {a['lora']!r}")
+  if a["lora"] is not None and not a["init_from"]:
+    raise UsageError("train.lora trains adapters of a pretrained model: set train.init_from (INIT_FROM)")
+  if a["practical_tasks"] is not None and not isinstance(a["practical_tasks"], practical_data.PracticalTasks):
+    raise UsageError(f"train.practical_tasks must be @codelm.PracticalTasks() or None, got {a['practical_tasks']!r}")
   for name in ("vocab_path", "init_from", "checkpoint_dir"):
     if a[name] is not None and (not isinstance(a[name], str) or not a[name]):
       raise UsageError(f"train.{name} must be a path or None, got {a[name]!r}")

@@ -81,12 +81,14 @@ def initial_state(checkpointer: Checkpointer, abstract: TrainState, shardings: T
   state = init()
   if init_from:  # fine-tuning: another run's parameters, a fresh optimizer and step 0
     source = Checkpointer(init_from, async_save=False)
-    found = source.restore_latest(abstract_with_shardings(abstract, shardings))
+    try:  # the parameters only: the source's optimizer may differ from this run's
+      found = source.restore_params(abstract_with_shardings(abstract.params, shardings.params))
+    finally:
+      source.close()
     if found is None:
       raise CheckpointError(f"train.init_from: no checkpoint in {init_from!r}")
-    state = state.replace(params=found[0].params)
-    source.close()
-    print(f"initialised parameters from {init_from} step {found[2]}", flush=True)
+    state = state.replace(params=found[0])
+    print(f"initialised parameters from {init_from} step {found[1]}", flush=True)
   return state, {"batches": 0}, 0
 
 

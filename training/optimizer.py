@@ -30,6 +30,34 @@ def rsqrt_schedule(base_learning_rate: float, warmup_steps: int) -> optax.Schedu
   return schedule
 
 
+def warmup_linear_decay_schedule(base_learning_rate: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
+  """lr rises linearly from 0 to base over W steps, then falls linearly to 0 at the last step: the
+  Hugging Face Trainer's default, which fine-tuning recipes such as CodeInsight's were run with."""
+  warmup = max(int(warmup_steps), 0)
+  return optax.join_schedules([optax.linear_schedule(0.0, base_learning_rate, warmup),
+                               optax.linear_schedule(base_learning_rate, 0.0, max(total_steps - warmup, 1))],
+                              [warmup])
+
+
+def adamw(learning_rate: float | optax.Schedule, weight_decay: float = 0.0, clip_global_norm: float | None = None
+          ) -> optax.GradientTransformation:
+  """AdamW with torch's defaults (b1 0.9, b2 0.999, eps 1e-8); weight decay 0 as the HF Trainer's."""
+  opt = optax.adamw(learning_rate, b1=0.9, b2=0.999, eps=1e-8, weight_decay=weight_decay)
+  if clip_global_norm:
+    opt = optax.chain(optax.clip_by_global_norm(clip_global_norm), opt)
+  return opt
+
+
+def state_specs(optimizer_name: str, optimizer: optax.GradientTransformation, opt_state: Any, params: Any,
+                param_specs: Any) -> Any:
+  """PartitionSpecs of an optimizer state: Adafactor's factored layout below; any other optax state
+  (AdamW's moments) has each per-parameter leaf follow its parameter's spec, counters replicated."""
+  if optimizer_name == "adafactor":
+    return adafactor_state_specs(opt_state, params, param_specs)
+  return optax.tree_map_params(optimizer, lambda _, spec: spec, opt_state, param_specs,
+                               transform_non_params=lambda _: P(), is_leaf=lambda x: isinstance(x, P))
+
+
 def adafactor(learning_rate: float | optax.Schedule, clip_global_norm: float | None = None
               ) -> optax.GradientTransformation:
   """Factored second moments, decay 0.8, update clipping 1.0, parameter-scaled steps, no momentum

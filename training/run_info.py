@@ -11,13 +11,17 @@ from model.config import ModelConfig
 RUN_INFO = "run.json"
 
 
-def write_run_info(model_dir: str, config: ModelConfig, vocab_path: str, checkpoint_dir: str | None = None) -> None:
+def write_run_info(model_dir: str, config: ModelConfig, vocab_path: str, checkpoint_dir: str | None = None,
+                   adapters: dict | None = None) -> None:
   """`checkpoint_dir` None: MODEL_DIR/checkpoints, recorded as null so that a copied or moved
-  MODEL_DIR still finds its own checkpoints."""
+  MODEL_DIR still finds its own checkpoints. `adapters`: a LoRA run's config and its frozen base
+  (base_checkpoints, base_step): its checkpoints hold adapters, which sampling merges into that base."""
   fields = {k: (str(v) if k in ("dtype", "param_dtype") else getattr(v, "value", v))
             for k, v in dataclasses.asdict(config).items()}
   info = {"model": fields, "vocab_path": storage.resolve(vocab_path),
           "checkpoint_dir": storage.resolve(checkpoint_dir) if checkpoint_dir else None}
+  if adapters:
+    info["adapters"] = adapters
   storage.write_json(storage.join(model_dir, RUN_INFO), info)
 
 
@@ -37,3 +41,8 @@ def read_checkpoint_dir(model_dir: str) -> str:
   """Where the run's checkpoints are: train.checkpoint_dir as recorded, else MODEL_DIR/checkpoints
   (also for runs from before run.json recorded it)."""
   return _read(model_dir).get("checkpoint_dir") or storage.join(model_dir, "checkpoints")
+
+
+def read_adapters(model_dir: str) -> dict | None:
+  """A LoRA run's `adapters` record (lora config, base_checkpoints, base_step), else None."""
+  return _read(model_dir).get("adapters")

@@ -30,73 +30,104 @@ def init_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params))
 
 
-def state_shardings(model: Decoder, optimizer: optax.GradientTransformation, mesh) -> tuple[TrainState, TrainState]:
+def init_lora_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax.Array) -> TrainState:
+  """Fresh adapters (A random, B zero: the adapted model starts as the base) and their optimizer."""
+  adapters = model.init({"params": rng}, jnp.zeros((1, 8), jnp.int32))["lora"]
+  return TrainState(step=jnp.zeros((), jnp.int32), params=adapters, opt_state=optimizer.init(adapters))
+
+
+def lora_state_shardings(model: Decoder, optimizer: optax.GradientTransformation, mesh
+                         ) -> tuple[TrainState, TrainState]:
+  """(abstract TrainState of the adapters, its NamedShardings): adapters and their optimizer state are
+  replicated (r x d per projection: small next to the base parameters, which keep their layout)."""
+  from jax.sharding import NamedSharding, PartitionSpec
+
+  abstract = jax.eval_shape(lambda: init_lora_state(model, optimizer, jax.random.key(0)))
+  return abstract, jax.tree.map(lambda _: NamedSharding(mesh, PartitionSpec()), abstract)
+
+
+def state_shardings(model: Decoder, optimizer: optax.GradientTransformation, mesh, optimizer_name: str = "adafactor"
+                    ) -> tuple[TrainState, TrainState]:
   """(abstract TrainState, its NamedShardings on `mesh`), allocating nothing: the parameters laid out
-  as model/sharding.py's `param_shardings` lays them out for sampling, the Adafactor state following
+  as model/sharding.py's `param_shardings` lays them out for sampling, the optimizer state following
   each parameter's spec (training/optimizer.py)."""
   from jax.sharding import NamedSharding, PartitionSpec
 
   from model import sharding
-  from training.optimizer import adafactor_state_specs
+  from training.optimizer import state_specs
 
   specs = sharding.param_specs(sharding.abstract_params(model))
   abstract = jax.eval_shape(lambda: init_state(model, optimizer, jax.random.key(0)))
-  opt_specs = adafactor_state_specs(abstract.opt_state, abstract.params, specs)
+  opt_specs = state_specs(optimizer_name, optimizer, abstract.opt_state, abstract.params, specs)
   shardings = TrainState(step=NamedSharding(mesh, PartitionSpec()), params=sharding.shardings(specs, mesh),
                          opt_state=sharding.shardings(opt_specs, mesh))
   return abstract, shardings
 
 
-def logits_for_batch(model: Decoder, params: Any, batch: Batch) -> jax.Array:
-  logits, _ = model.apply({"params": params}, batch["decoder_input_tokens"],
+def logits_for_batch(model: Decoder, params: Any, batch: Batch, frozen: Any = None,
+                     dropout_rng: jax.Array | None = None) -> jax.Array:
+  """`params` are what training updates: the model's parameters, or with `frozen` (LoRA: the base
+  parameters, model/lora.py) its adapters. `dropout_rng` turns on the adapters' dropout."""
+  variables = {"params": params} if frozen is None else {"params": frozen, "lora": params}
+  logits, _ = model.apply(variables, batch["decoder_input_tokens"],
                           positions=batch.get("decoder_positions"),
                           segment_ids=batch.get("decoder_segment_ids"),
-                          causal_attention=batch.get("decoder_causal_attention"))
+                          causal_attention=batch.get("decoder_causal_attention"),
+                          rngs=None if dropout_rng is None else {"dropout": dropout_rng})
   return logits
 
 
-def loss_and_grads(model: Decoder, params: Any, batch: Batch, z_loss: float):
+def loss_and_grads(model: Decoder, params: Any, batch: Batch, z_loss: float, frozen: Any = None,
+                   dropout_rng: jax.Array | None = None):
   """Mean loss over weighted target tokens, its gradients, and the raw sums for logging."""
 
   def mean_loss(p):
-    sums = cross_entropy_with_z_loss(logits_for_batch(model, p, batch), batch["decoder_target_tokens"],
-                                     batch["decoder_loss_weights"], z_loss)
+    sums = cross_entropy_with_z_loss(logits_for_batch(model, p, batch, frozen, dropout_rng),
+                                     batch["decoder_target_tokens"], batch["decoder_loss_weights"], z_loss)
     return sums.loss / jnp.maximum(sums.weight, 1.0), sums
 
   (loss, sums), grads = jax.value_and_grad(mean_loss, has_aux=True)(params)
   return loss, sums, grads
 
 
-def accumulated_grads(model: Decoder, params: Any, batch: Batch, z_loss: float, microbatches: int):
+def accumulated_grads(model: Decoder, params: Any, batch: Batch, z_loss: float, microbatches: int,
+                      frozen: Any = None, dropout_rng: jax.Array | None = None):
   """Gradients of the batch's mean loss computed over `microbatches` sequential slices.
 
   Each slice contributes gradients of its loss *sum*; dividing by the total weight at the end gives
   exactly the full batch's mean-loss gradient, however the target tokens fall across slices.
   """
   if microbatches == 1:
-    return loss_and_grads(model, params, batch, z_loss)
+    return loss_and_grads(model, params, batch, z_loss, frozen, dropout_rng)
 
-  def sum_loss(p, micro):
-    sums = cross_entropy_with_z_loss(logits_for_batch(model, p, micro), micro["decoder_target_tokens"],
+  def sum_loss(p, micro, rng):
+    sums = cross_entropy_with_z_loss(logits_for_batch(model, p, micro, frozen, rng), micro["decoder_target_tokens"],
                                      micro["decoder_loss_weights"], z_loss)
     return sums.loss, sums
 
   def body(carry, micro):
     grads, loss, z, weight = carry
-    (_, sums), g = jax.value_and_grad(sum_loss, has_aux=True)(params, micro)
+    micro, index = micro
+    rng = None if dropout_rng is None else jax.random.fold_in(dropout_rng, index)
+    (_, sums), g = jax.value_and_grad(sum_loss, has_aux=True)(params, micro, rng)
     return (jax.tree.map(jnp.add, grads, g), loss + sums.loss, z + sums.z_loss, weight + sums.weight), None
 
   # [B, T] -> [microbatches, B / microbatches, T]
   split = jax.tree.map(lambda x: x.reshape((microbatches, -1) + x.shape[1:]), dict(batch))
   zero = jnp.zeros((), jnp.float32)
-  (grads, loss, z, weight), _ = jax.lax.scan(body, (jax.tree.map(jnp.zeros_like, params), zero, zero, zero), split)
+  (grads, loss, z, weight), _ = jax.lax.scan(body, (jax.tree.map(jnp.zeros_like, params), zero, zero, zero),
+                                             (split, jnp.arange(microbatches)))
   norm = jnp.maximum(weight, 1.0)
   return loss / norm, LossSums(loss=loss, z_loss=z, weight=weight), jax.tree.map(lambda g: g / norm, grads)
 
 
-def train_step(state: TrainState, batch: Batch, *, model: Decoder, optimizer: optax.GradientTransformation,
-               z_loss: float = 1e-4, microbatches: int = 1) -> tuple[TrainState, dict]:
-  loss, sums, grads = accumulated_grads(model, state.params, batch, z_loss, microbatches)
+def train_step(state: TrainState, batch: Batch, frozen: Any = None, *, model: Decoder,
+               optimizer: optax.GradientTransformation, z_loss: float = 1e-4, microbatches: int = 1,
+               dropout_seed: int | None = None) -> tuple[TrainState, dict]:
+  """One optimizer step on `state.params`; with `frozen` (LoRA), those are the adapters of the frozen
+  base parameters. `dropout_seed`: the adapters' dropout, a key per step drawn from it."""
+  rng = None if dropout_seed is None else jax.random.fold_in(jax.random.key(dropout_seed), state.step)
+  loss, sums, grads = accumulated_grads(model, state.params, batch, z_loss, microbatches, frozen, rng)
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   metrics = {"loss": loss, "z_loss": sums.z_loss / jnp.maximum(sums.weight, 1.0),
@@ -105,9 +136,9 @@ def train_step(state: TrainState, batch: Batch, *, model: Decoder, optimizer: op
   return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
 
-def eval_step(params: Any, batch: Batch, *, model: Decoder) -> dict:
+def eval_step(params: Any, batch: Batch, frozen: Any = None, *, model: Decoder) -> dict:
   """Loss sums (no z-loss) for validation: summed over hosts and batches, then divided."""
-  sums = cross_entropy_with_z_loss(logits_for_batch(model, params, batch), batch["decoder_target_tokens"],
+  sums = cross_entropy_with_z_loss(logits_for_batch(model, params, batch, frozen), batch["decoder_target_tokens"],
                                    batch["decoder_loss_weights"], z_loss=0.0)
   return {"loss_sum": sums.loss, "weight": sums.weight}
 
@@ -119,13 +150,26 @@ def init_sharded_state(model: Decoder, optimizer: optax.GradientTransformation, 
 
 
 def jit_train_step(model: Decoder, optimizer: optax.GradientTransformation, shardings: TrainState, batch_sharding,
-                   z_loss: float = 1e-4, microbatches: int = 1):
+                   z_loss: float = 1e-4, microbatches: int = 1, frozen: Any = None, frozen_shardings: Any = None,
+                   dropout_seed: int | None = None):
   """train_step jitted for state laid out as `shardings` and batches as `batch_sharding`; the input
-  state's buffers are donated (a step holds one state, not two) and the metrics come back replicated."""
-  return jax.jit(functools.partial(train_step, model=model, optimizer=optimizer, z_loss=z_loss,
-                                   microbatches=microbatches),
-                 in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None), donate_argnums=0)
+  state's buffers are donated (a step holds one state, not two) and the metrics come back replicated.
+  With `frozen` (LoRA's base parameters, laid out as `frozen_shardings`) the returned step closes over
+  them: still step(state, batch)."""
+  step = functools.partial(train_step, model=model, optimizer=optimizer, z_loss=z_loss, microbatches=microbatches,
+                           dropout_seed=dropout_seed)
+  if frozen is None:
+    return jax.jit(step, in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None),
+                   donate_argnums=0)
+  jitted = jax.jit(step, in_shardings=(shardings, batch_sharding, frozen_shardings), out_shardings=(shardings, None),
+                   donate_argnums=0)
+  return lambda state, batch: jitted(state, batch, frozen)
 
 
-def jit_eval_step(model: Decoder, param_shardings: Any, batch_sharding):
-  return jax.jit(functools.partial(eval_step, model=model), in_shardings=(param_shardings, batch_sharding))
+def jit_eval_step(model: Decoder, param_shardings: Any, batch_sharding, frozen: Any = None,
+                  frozen_shardings: Any = None):
+  if frozen is None:
+    return jax.jit(functools.partial(eval_step, model=model), in_shardings=(param_shardings, batch_sharding))
+  jitted = jax.jit(functools.partial(eval_step, model=model),
+                   in_shardings=(param_shardings, batch_sharding, frozen_shardings))
+  return lambda params, batch: jitted(params, batch, frozen)
