@@ -1,0 +1,296 @@
+"""Fine-tuning on practical tasks: the dataset loader and splits, the SeqIO task's rows, restoring a
+pretrained run, LoRA (base untouched, merged = base + adapters), and short full / LoRA fine-tuning
+runs from a tiny pretrained model whose loss on the held-out problems falls; sample.py on a LoRA run."""
+
+import json
+import os
+
+import flax.linen as nn
+import gin
+import jax
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import storage
+from data import practical_tasks as pt
+from data import records, stream, tasks
+from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary, train_vocabulary
+from model import lora, sharding
+from model.transformer import Decoder
+from training.checkpoints import Checkpointer, abstract_with_shardings
+from training.run_info import read_adapters, read_run_info
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _record(i, category="string", **changes):
+  record = {"problem_id": f"p{i:03d}", "intent": f"Return str0 repeated {i} times.",
+            "code": f"import re\n\ndef f_{i}(str0):\n    return str0 * {i}\n",
+            "tests": [f"assert f_{i}('a') == 'a' * {i}"], "categories": [category]}
+  record.update(changes)
+  return record
+
+
+# ---------------------------------------------------------------------------------------------
+# Loader, prompt and splits.
+
+def test_the_small_dataset_has_the_issue_s_shape():
+  problems = pt.load_problems(pt.SMALL_DATASET)
+  assert len(problems) >= 60
+  labels = pt.categories(problems)
+  assert len(labels) >= 6 and {"numpy", "pandas", "regex"} <= set(labels)
+  assert all(p.tests and p.categories for p in problems if p.problem_id != "date_002")
+
+
+def test_prompt_is_imports_signature_and_intent_docstring_and_prompt_plus_body_is_the_solution():
+  problem = pt.problem_from_record(_record(3, intent='Split str0 on "\\t" and """quotes""".'), "x:1")
+  assert problem.prompt == ('import re\n\ndef f_3(str0):\n    """Split str0 on "\\\\t" and \\"\\"\\"quotes\\"\\"\\"."""\n')
+  assert problem.body == "    return str0 * 3\n" and problem.entry_point == "f_3"
+  namespace = {}
+  exec(problem.prompt + problem.body, namespace)  # the docstring is valid Python whatever the intent holds
+  assert namespace["f_3"]("ab") == "ababab"
+  assert namespace["f_3"].__doc__ == 'Split str0 on "\\t" and """quotes""".'
+  long = pt.problem_from_record(_record(4, intent="word " * 40), "x:1")
+  assert long.prompt.count("\n") > 4 and all(len(line) <= 96 for line in long.prompt.splitlines())
+
+
+def test_json_jsonl_id_keyed_and_codeinsight_field_names_load_alike(tmp_path):
+  records_ = [_record(i) for i in range(3)]
+  (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records_))
+  (tmp_path / "b.json").write_text(json.dumps(records_))
+  (tmp_path / "c.json").write_text(json.dumps({r.pop("problem_id"): r for r in [dict(r) for r in records_]}))
+  renamed = [{"id": r["problem_id"], "nl": r["intent"], "solution": r["code"], "test": r["tests"][0],
+              "labels": r["categories"]} for r in records_]
+  (tmp_path / "d.json").write_text(json.dumps(renamed))
+  loaded = [pt.load_problems(str(tmp_path / name)) for name in ("a.jsonl", "b.json", "c.json", "d.json")]
+  assert all(problems == loaded[0] for problems in loaded)
+  url = "ram://practical_test/a.jsonl"  # a non-local filesystem, standing in for gs://
+  storage.write_atomic(url, (tmp_path / "a.jsonl").read_text())
+  try:
+    assert pt.load_problems(url) == loaded[0]
+  finally:
+    tf.io.gfile.remove(url)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("{not json", r"bad\.jsonl:2: not JSON"),
+    (json.dumps(_record(1, tests=[])), r"bad\.jsonl:2: tests must be a non-empty list"),
+    (json.dumps(_record(1, code="x = 1\n")), r"bad\.jsonl:2 \(problem p001\): code must be import lines and "
+                                             r"exactly one top-level function"),
+    (json.dumps({k: v for k, v in _record(1).items() if k != "intent"}), r"bad\.jsonl:2: no intent field"),
+    (json.dumps(_record(0)), r"bad\.jsonl:2: problem_id 'p000' again \(first at .*bad\.jsonl:1\)"),
+])
+def test_a_bad_record_is_an_error_naming_file_and_line(tmp_path, line, message):
+  path = tmp_path / "bad.jsonl"
+  path.write_text(json.dumps(_record(0)) + "\n" + line + "\n")
+  with pytest.raises(ValueError, match=message):
+    pt.load_problems(str(path))
+
+
+def test_splits_are_disjoint_cover_the_dataset_and_depend_only_on_fraction_seed_and_ids():
+  problems = pt.load_problems(pt.SMALL_DATASET)
+  for fraction in (0.2, 0.4, 0.6, 0.8):
+    for seed in range(5):
+      train, test = pt.split_problems(problems, fraction, seed)
+      ids_train, ids_test = {p.problem_id for p in train}, {p.problem_id for p in test}
+      assert not ids_train & ids_test and ids_train | ids_test == {p.problem_id for p in problems}
+      assert len(train) == round(fraction * len(problems))
+      again = pt.split_problems(list(reversed(problems)), fraction, seed)  # file order does not matter
+      assert ([p.problem_id for p in again[0]], [p.problem_id for p in again[1]]) == \
+          ([p.problem_id for p in train], [p.problem_id for p in test])
+  assert ({p.problem_id for p in pt.split_problems(problems, 0.4, 0)[0]}
+          != {p.problem_id for p in pt.split_problems(problems, 0.4, 1)[0]})
+  for fraction in (0.0, 1.0, 0.001):
+    with pytest.raises(ValueError, match="train_fraction|leaves a split empty"):
+      pt.split_problems(problems, fraction, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# A tiny pretrained run (module fixture) and the fine-tuning runs from it.
+
+_WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
+          for b in ("name", "value", "token", "tree", "node", "index", "count", "path", "item", "block")]
+
+
+def _python_file(i, codes):
+  """Functions in the dataset's style: its reference solutions, renamed, between made-up ones."""
+  made_up = "".join(f"def {_WORDS[(i * 7 + j) % 100]}(str0, var0):\n    return str0.split(var0)[{j}]\n\n"
+                    for j in range(1 + i % 3))
+  return made_up + codes[i % len(codes)].replace("def f_", f"def g{i}_")
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+  """MODEL_DIR of a tiny model pretrained 20 steps on a small Python corpus (vocabulary of 500)."""
+  root = str(tmp_path_factory.mktemp("ft_corpus"))
+  codes = [p.code for p in pt.load_problems(pt.SMALL_DATASET)]
+  texts = [records.encode(_python_file(i, codes), f"python/{i}") for i in range(120)]
+  records.write_shard(os.path.join(root, records.shard_name("python", "train", 0, 1)), texts[:100])
+  records.write_shard(os.path.join(root, records.shard_name("python", "validation", 0, 1)), texts[100:])
+  vocab = train_vocabulary(root, vocab_size=500, output=os.path.join(root, "spm.model"), extra_ids=100)
+  tasks.cache_tasks(root, vocab)
+  model_dir = str(tmp_path_factory.mktemp("pretrained") / "run")
+  _train(["--gin_file=gin_configs/runs/demo.gin", f"--gin.MODEL_DIR='{model_dir}'", f"--gin.CORPUS_DIR='{root}'",
+          "--gin.MODEL_SIZE='tiny'", "--gin.TRAIN_STEPS=20", "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 64}",
+          "--gin.train.eval_every=0", "--gin.train.checkpoint_every=20"])
+  return model_dir
+
+
+def _train(argv):
+  import train as train_entry
+
+  gin.clear_config()
+  cwd = os.getcwd()
+  os.chdir(ROOT)
+  try:
+    return train_entry.main(argv)
+  finally:
+    os.chdir(cwd)
+    gin.clear_config()
+
+
+def _finetune(pretrained, model_dir, *extra, run_gin="finetune.gin", steps=40):
+  return _train([f"--gin_file=gin_configs/runs/{run_gin}", f"--gin.PRETRAINED_DIR='{pretrained}'",
+                 f"--gin.MODEL_DIR='{model_dir}'", f"--gin.TRAIN_STEPS={steps}", "--gin.BATCH_SIZE=8",
+                 "--gin.TRAIN_FRACTION=0.6", "--gin.train.eval_every=5", "--gin.train.eval_batches=4",
+                 "--gin.train.log_every=5", f"--gin.train.checkpoint_every={steps}", *extra])
+
+
+def _validation(model_dir):
+  with open(os.path.join(model_dir, "metrics.jsonl")) as f:
+    return {r["step"]: r[f"validation/{pt.TASK_NAME}"] for r in map(json.loads, f) if f"validation/{pt.TASK_NAME}" in r}
+
+
+def _params(checkpoints, model):
+  mesh = sharding.make_mesh(-1, 1, 1)
+  abstract = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
+  source = Checkpointer(checkpoints, async_save=False)
+  try:
+    return source.restore_params(abstract)[0]
+  finally:
+    source.close()
+
+
+def test_the_task_rows_are_causal_with_the_loss_on_the_body_only(pretrained):
+  config, vocab_path = read_run_info(pretrained)
+  vocabulary = get_vocabulary(vocab_path)
+  counts = pt.register_task(pt.PracticalTasks(train_fraction=0.6, seed=1), vocabulary, 512)
+  train, test = pt.PracticalTasks(train_fraction=0.6, seed=1).split()
+  assert counts["train"]["problems"] == len(train) and counts["test"]["problems"] == len(test)
+  assert counts["train"]["examples"] + len(counts["train"]["too_long"]) == len(train)
+  code_id, eod_id = (vocabulary.tokenizer.piece_to_id(t) for t in (CODE_TOKEN, EOD_TOKEN))
+  examples = list(stream.examples(pt.TASK_NAME, 512, "test", shuffle=False, seed=0, num_epochs=1,
+                                  use_cached=False).as_numpy_iterator())
+  fitting = [p for p in test if p.problem_id not in counts["test"]["too_long"]]
+  assert len(examples) == len(fitting)
+  for example, problem in zip(examples, fitting):  # in split order, unshuffled
+    assert example["inputs"][0] == code_id and example["targets"][-1] == eod_id
+    assert vocabulary.decode(example["inputs"][1:].tolist()) == problem.prompt
+    assert vocabulary.decode(example["targets"][:-1].tolist()).strip() == problem.body.strip()
+  row = next(stream.packed_rows(stream.examples(pt.TASK_NAME, 512, "test", shuffle=False, seed=0, num_epochs=1,
+                                                use_cached=False), pt.TASK_NAME, 512).as_numpy_iterator())
+  assert not row["decoder_causal_attention"].any()  # the prompt is read causally, as the sampler reads it
+  first = examples[0]
+  length = len(first["inputs"]) + len(first["targets"])
+  np.testing.assert_array_equal(row["decoder_target_tokens"][:length], np.concatenate([first["inputs"], first["targets"]]))
+  # Loss on the body and [eod] only, never on the prompt.
+  assert list(row["decoder_loss_weights"][:length]) == [0] * len(first["inputs"]) + [1] * len(first["targets"])
+
+
+def test_full_fine_tuning_restores_the_pretrained_parameters_and_lowers_the_held_out_loss(pretrained, tmp_path,
+                                                                                          capsys):
+  from training import loop
+  from training.optimizer import adamw
+  from training.step import init_sharded_state, logits_for_batch, state_shardings
+
+  config, _ = read_run_info(pretrained)
+  model = Decoder(config)
+  # Restored through the fine-tuning path (AdamW: another optimizer than the pretraining run's) = saved.
+  optimizer = adamw(1e-3)
+  mesh = sharding.make_mesh(-1, 1, 1)
+  abstract, shardings = state_shardings(model, optimizer, mesh, "adamw")
+  empty = Checkpointer(str(tmp_path / "empty"), async_save=False)
+  state, progress, start = loop.initial_state(empty, abstract, shardings,
+                                              lambda: init_sharded_state(model, optimizer, 7, shardings),
+                                              storage.join(pretrained, "checkpoints"))
+  empty.close()
+  saved = _params(storage.join(pretrained, "checkpoints"), model)
+  tokens = np.random.default_rng(0).integers(0, config.vocab_size, (2, 32)).astype(np.int32)
+  batch = {"decoder_input_tokens": tokens}
+  assert start == 0 and progress == {"batches": 0}
+  np.testing.assert_array_equal(logits_for_batch(model, state.params, batch), logits_for_batch(model, saved, batch))
+
+  model_dir = str(tmp_path / "full")
+  _finetune(pretrained, model_dir, "--gin.train.base_learning_rate=1e-3")
+  out = capsys.readouterr().out
+  assert "initialised parameters from" in out and "step 20" in out
+  losses = _validation(model_dir)
+  assert sorted(losses) == list(range(5, 41, 5))
+  assert losses[40] < 0.9 * losses[5], losses
+  assert read_adapters(model_dir) is None
+  # The pretrained model, from its run.json, its context grown to the fine-tuning rows of 512.
+  assert read_run_info(model_dir)[0] == config.replace(max_length=512)
+
+
+def test_lora_trains_adapters_only_leaves_the_base_untouched_and_merges_exactly(pretrained, tmp_path):
+  config, _ = read_run_info(pretrained)
+  base_before = _params(storage.join(pretrained, "checkpoints"), Decoder(config))
+  model_dir = str(tmp_path / "lora")
+  _finetune(pretrained, model_dir, "--gin.codelm.LoraConfig.targets=('query', 'value', 'gate')",
+            "--gin.train.base_learning_rate=3e-3", run_gin="finetune_lora.gin")
+  losses = _validation(model_dir)
+  assert losses[40] < 0.95 * losses[5], losses
+  base_after = _params(storage.join(pretrained, "checkpoints"), Decoder(config))
+  jax.tree.map(np.testing.assert_array_equal, base_before, base_after)
+
+  adapters = read_adapters(model_dir)
+  assert adapters["base_step"] == 20 and adapters["lora"]["rank"] == 16
+  lora_config = lora.LoraConfig(**adapters["lora"])
+  lora_model = Decoder(config, lora=lora_config)
+  abstract = jax.eval_shape(lambda: lora_model.init({"params": jax.random.key(0)}, np.zeros((1, 8), np.int32)))["lora"]
+  source = Checkpointer(os.path.join(model_dir, "checkpoints"), async_save=False)
+  trained, _ = source.restore_params(abstract)
+  source.close()
+  # The checkpoint holds the adapters (a and b of the three targeted projections), nothing of the base.
+  assert set(trained["layers"]["attention"]) == {"query_a", "query_b", "value_a", "value_b"}
+  assert set(trained["layers"]["mlp"]) == {"gate_a", "gate_b"}
+  assert all(np.abs(trained["layers"][g][f"{n}_b"]).max() > 0
+             for g, n in (("attention", "query"), ("attention", "value"), ("mlp", "gate")))
+
+  tokens = np.random.default_rng(1).integers(0, config.vocab_size, (2, 24)).astype(np.int32)
+  with_adapters, _ = lora_model.apply({"params": base_after, "lora": trained}, tokens)
+  merged, _ = Decoder(config).apply({"params": lora.merge(base_after, trained, lora_config)}, tokens)
+  base_only, _ = Decoder(config).apply({"params": base_after}, tokens)
+  np.testing.assert_allclose(merged, with_adapters, atol=2e-5)
+  assert np.abs(base_only - with_adapters).max() > 1e-3  # the adapters do change the model
+
+  # sample.py merges them: its sampler's parameters are the merge, and it samples the test prompts.
+  import sample as sample_entry
+
+  sampler, step = sample_entry.load_sampler(model_dir)
+  assert step == 40
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6),
+               sampler.params, lora.merge(base_after, trained, lora_config))
+  prompts = tmp_path / "prompts.jsonl"
+  assert pt.main(["--train_fraction", "0.6", "--output", str(prompts)]) == 0
+  lines = prompts.read_text().splitlines()[:2]
+  prompts.write_text("\n".join(lines) + "\n")
+  output = tmp_path / "predictions.jsonl"
+  sample_entry.main([f"--checkpoint={model_dir}", f"--prompts={prompts}", f"--output={output}",
+                     "--num_samples=2", "--max_decode_length=16", "--batch_size=4"])
+  assert len(output.read_text().splitlines()) == 4
+
+
+@pytest.mark.parametrize("bindings, message", [
+    (["--gin.train.init_from=None", "--gin.MODEL_SIZE='tiny'"], "train.lora trains adapters of a pretrained model"),
+    (["--gin.train.init_from=None"], "train.model_size may be None only with a MODEL_DIR as train.init_from"),
+    (["--gin.MIXTURE_OR_TASK_NAME='code_python'"], "set MIXTURE_OR_TASK_NAME to it"),
+    (["--gin.train.optimizer='sgd'"], "train.optimizer: 'sgd' is not one of adafactor, adamw"),
+    (["--gin.codelm.LoraConfig.targets=('embedding',)"], "LoraConfig.targets: unknown or empty"),
+])
+def test_bad_fine_tuning_settings_are_refused_by_name(pretrained, tmp_path, bindings, message, capsys):
+  with pytest.raises((SystemExit, ValueError)) as raised:
+    _finetune(pretrained, str(tmp_path / "bad"), *bindings, run_gin="finetune_lora.gin", steps=2)
+  assert message in str(raised.value) + capsys.readouterr().err
+  assert not os.path.exists(tmp_path / "bad" / "checkpoints")
