@@ -1,0 +1,396 @@
+"""CodeInsight's split x seed grid (Beau & Crabbé 2024): fine-tune one pretrained run on each train
+fraction of the practical tasks with each split seed, sample its test split, score it, and report
+pass@1 per category as mean ± std over seeds.
+
+  python -m experiments.finetune_grid --pretrained MODEL_DIR --output GRID_DIR [--dataset D] \
+      [--fractions 0.2,0.4,0.6,0.8] [--seeds 0,1,2,3,4] [--run_gin gin_configs/runs/codeinsight_lora.gin] \
+      [--steps N] [--num_samples 1 --temperature 0 --max_decode_length 256 --sample_batch_size 64] \
+      [--gin.BATCH_SIZE=16 ...] [--dry_run]
+  python -m experiments.finetune_grid --collect_only --output GRID_DIR [--fractions ... --seeds ...]
+
+Each cell (fraction, seed) lives in GRID_DIR/f{percent}_s{seed}/ (f40_s0: 40% of the problems to train
+on, split seed 0) and runs four phases, one after another:
+  1. train.py with the run gin (runs/finetune.gin by default; finetune_lora.gin, codeinsight_lora.gin),
+     PRETRAINED_DIR, MODEL_DIR = <cell>/run, DATASET, TRAIN_FRACTION, SPLIT_SEED (and TRAIN_STEPS with
+     --steps); its console appended to <cell>/train.log, its progress lines echoed under the cell's name;
+  2. the test split's prompts (data/practical_tasks.py) -> <cell>/prompts.jsonl;
+  3. sample.py on <cell>/run -> <cell>/predictions.jsonl, its console in <cell>/sample.log;
+  4. evaluation/practical.py's scoring -> <cell>/score/metrics.json;
+then <cell>/done.json records what ran. A cell with done.json is not rerun; a half-done one continues
+(train.py resumes from its checkpoints, sample.py skips sampled prompts, scoring reuses its results).
+A failed phase stops the grid, naming the cell and its log; finished cells are kept. Extra
+--gin.NAME=VALUE flags go to every cell's train.py.
+
+Then, for every finished cell of the grid: GRID_DIR/summary.md, summary.json and
+pass_at_1_by_category.png (evaluation.practical.write_summary: per train fraction, mean ± std over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from typing import Callable, Mapping, Sequence
+
+import storage
+from data.practical_tasks import SMALL_DATASET, Problem, load_problems, prompt_records, split_problems
+from experiments.ablation import _duration
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNS_DIR = "gin_configs/runs"  # relative to ROOT, where train.py runs
+DEFAULT_RUN_GIN = f"{RUNS_DIR}/finetune.gin"
+DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8)  # CodeInsight's 20/80 .. 80/20 splits
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)  # and its five seeds
+# Bound per cell by the runner; a --gin flag setting one would make every cell the same run.
+OWNED_BINDINGS = {"MODEL_DIR": "--output", "PRETRAINED_DIR": "--pretrained", "DATASET": "--dataset",
+                  "TRAIN_FRACTION": "--fractions", "SPLIT_SEED": "--seeds"}
+# train.py's and sample.py's progress lines, echoed under the cell's name.
+ECHOED = re.compile(r"(step |  validation|resumed from|initialised parameters|practical_tasks: |\d+ prompts, |"
+                    r"wrote \d+ samples)")
+
+# ---------------------------------------------------------------------------------------------
+# The grid.
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  fraction: float  # TRAIN_FRACTION
+  seed: int  # SPLIT_SEED
+
+  @property
+  def name(self) -> str:
+    return f"f{round(100 * self.fraction):02d}_s{self.seed}"
+
+
+def make_grid(fractions: Sequence[float], seeds: Sequence[int]) -> list[Cell]:
+  """fractions x seeds, fraction-major; each fraction in (0, 1) with its own whole percent (the name)."""
+  cells = [Cell(f, s) for f in fractions for s in seeds]
+  if not cells:
+    raise ValueError("the grid is empty: give at least one fraction and one seed")
+  for f in fractions:
+    if not 0 < f < 1:
+      raise ValueError(f"train fraction {f:g}: must be in (0, 1)")
+  names = [c.name for c in cells]
+  repeated = sorted({n for n in names if names.count(n) > 1})
+  if repeated:
+    raise ValueError(f"two cells named {repeated[0]}: fractions and seeds must be distinct, at whole percents")
+  return cells
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+  """What every cell shares. Paths are absolute: train.py and sample.py run from the repository root."""
+  output: str  # GRID_DIR
+  pretrained: str  # PRETRAINED_DIR: a train.py MODEL_DIR
+  dataset: str | None = None  # None: the small in-repo set (the run gin's DATASET default)
+  run_gin: str = DEFAULT_RUN_GIN
+  steps: int | None = None  # None: the run gin's TRAIN_STEPS
+  bindings: tuple[str, ...] = ()  # --gin.NAME=VALUE for train.py
+  num_samples: int = 1
+  temperature: float = 0.0
+  max_decode_length: int = 256
+  sample_batch_size: int = 64
+  workers: int | None = None  # scoring sandboxes at a time (None: one per CPU)
+
+  def cell_dir(self, cell: Cell) -> str:
+    return os.path.join(self.output, cell.name)
+
+  @property
+  def settings(self) -> dict:
+    """What makes two runs of a cell the same run (kept in done.json)."""
+    return {"pretrained": self.pretrained, "dataset": self.dataset or SMALL_DATASET, "run_gin": self.run_gin,
+            "steps": self.steps, "bindings": list(self.bindings),
+            "sampling": {"num_samples": self.num_samples, "temperature": self.temperature,
+                         "max_decode_length": self.max_decode_length}}
+
+
+def train_args(cell: Cell, grid: Grid) -> list[str]:
+  """The train.py command (after `python`) of one cell."""
+  args = ["train.py", f"--gin_file={grid.run_gin}", f"--gin.PRETRAINED_DIR={grid.pretrained!r}",
+          f"--gin.MODEL_DIR={os.path.join(grid.cell_dir(cell), 'run')!r}"]
+  args += [f"--gin.DATASET={grid.dataset!r}"] if grid.dataset else []
+  args += [f"--gin.TRAIN_FRACTION={cell.fraction!r}", f"--gin.SPLIT_SEED={cell.seed}"]
+  args += [f"--gin.TRAIN_STEPS={grid.steps}"] if grid.steps is not None else []
+  return args + list(grid.bindings)
+
+
+def sample_args(cell: Cell, grid: Grid) -> list[str]:
+  """The sample.py command (after `python`) of one cell: its fine-tuned run on its test prompts."""
+  cell_dir = grid.cell_dir(cell)
+  return ["sample.py", f"--checkpoint={os.path.join(cell_dir, 'run')}",
+          f"--prompts={os.path.join(cell_dir, 'prompts.jsonl')}",
+          f"--output={os.path.join(cell_dir, 'predictions.jsonl')}", f"--num_samples={grid.num_samples}",
+          f"--temperature={grid.temperature:g}", f"--max_decode_length={grid.max_decode_length}",
+          f"--batch_size={grid.sample_batch_size}"]
+
+
+def dry_run_commands(cell: Cell, grid: Grid) -> list[list[str]]:
+  """The cell as four shell commands: the two in-process phases as their command-line equivalents."""
+  cell_dir, dataset = grid.cell_dir(cell), grid.dataset or SMALL_DATASET
+  return [["python", *train_args(cell, grid)],
+          ["python", "-m", "data.practical_tasks", "--dataset", dataset, "--train_fraction", f"{cell.fraction!r}",
+           "--seed", str(cell.seed), "--split", "test", "--output", os.path.join(cell_dir, "prompts.jsonl")],
+          ["python", *sample_args(cell, grid)],
+          ["python", "-m", "evaluation.practical", "--predictions", os.path.join(cell_dir, "predictions.jsonl"),
+           "--dataset", dataset, "--output_dir", os.path.join(cell_dir, "score")]]
+
+
+def parse_bindings(flags: Sequence[str], steps: int | None) -> list[str]:
+  """The --gin.NAME=VALUE flags passed through to train.py; an owned binding is an error naming the
+  runner's flag for it."""
+  for flag in flags:
+    if not flag.startswith("--gin.") or "=" not in flag:
+      raise ValueError(f"unrecognised flag {flag!r}: extra flags must be --gin.NAME=VALUE (passed to train.py)")
+    name = flag[len("--gin."):].split("=", 1)[0].strip()
+    if name in OWNED_BINDINGS:
+      raise ValueError(f"{flag}: the runner binds {name} per cell; use {OWNED_BINDINGS[name]}")
+    if name == "TRAIN_STEPS" and steps is not None:
+      raise ValueError(f"{flag} and --steps {steps}: give one of them")
+  return list(flags)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the cells.
+
+# (python's arguments: the script then its flags, log path, echo for progress lines) -> exit status
+Runner = Callable[[Sequence[str], str, Callable[[str], None]], int]
+
+
+def run_script(args: Sequence[str], log_path: str, echo: Callable[[str], None]) -> int:
+  """`python *args` as a subprocess from the repository root. The log is appended to: a resumed cell
+  keeps the history of its earlier attempts."""
+  # Buffered stdout: their progress lines are print(..., flush=True), one write each; unbuffered, print's
+  # text and its newline are two writes, and sample.py's tqdm bar (stderr) landed between them.
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+  with open(log_path, "a") as log:
+    log.write(f"$ {shlex.join(['python', *args])}\n")
+    log.flush()
+    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=env)
+    for line in process.stdout:
+      log.write(line)
+      log.flush()
+      if ECHOED.match(line):
+        echo(line.rstrip())
+    return process.wait()
+
+
+class CellFailed(Exception):
+  def __init__(self, message: str, status: int):
+    super().__init__(message)
+    self.status = status
+
+
+def _read_json(path: str) -> dict | None:
+  """The marker, or None when there is none (or a torn one: the cell then continues)."""
+  try:
+    return storage.read_json(path) if storage.exists(path) else None
+  except json.JSONDecodeError:
+    return None
+
+
+def _phase(cell: Cell, args: Sequence[str], log_path: str, runner: Runner, note: Callable[..., None]) -> float:
+  """One subprocess phase; its seconds, or CellFailed naming the cell, the script and the log's end."""
+  start = time.monotonic()
+  status = runner(args, log_path, lambda line: note(f"  {cell.name} | {line.strip()}"))
+  if status != 0:
+    tail = []
+    if os.path.exists(log_path):
+      with open(log_path, errors="replace") as f:
+        tail = f.readlines()[-15:]
+    raise CellFailed(f"cell {cell.name}: {args[0]} exited with status {status}; its log: {log_path}\n"
+                     + "".join(tail), status)
+  return time.monotonic() - start
+
+
+def run_cell(cell: Cell, grid: Grid, test: Sequence[Problem], runner: Runner, prefix: str,
+             note: Callable[..., None]) -> dict:
+  """The four phases of one cell, then its done.json (returned)."""
+  from evaluation.practical import score_predictions
+
+  cell_dir = grid.cell_dir(cell)
+  os.makedirs(cell_dir, exist_ok=True)
+  seconds = {}
+  train_log = os.path.join(cell_dir, "train.log")
+  note(f"{prefix}: training, log {train_log}")
+  seconds["train"] = _phase(cell, train_args(cell, grid), train_log, runner, note)
+  prompts_path = os.path.join(cell_dir, "prompts.jsonl")
+  storage.write_atomic(prompts_path, "".join(json.dumps(r) + "\n" for r in prompt_records(test)))
+  sample_log = os.path.join(cell_dir, "sample.log")
+  note(f"{prefix}: sampling {len(test)} test prompts x {grid.num_samples}, log {sample_log}")
+  seconds["sample"] = _phase(cell, sample_args(cell, grid), sample_log, runner, note)
+  predictions = os.path.join(cell_dir, "predictions.jsonl")
+  note(f"{prefix}: scoring {predictions}")
+  start = time.monotonic()
+  try:
+    metrics = score_predictions(predictions, {p.problem_id: p for p in test}, os.path.join(cell_dir, "score"),
+                                grid.workers)
+  except (ValueError, OSError, RuntimeError) as error:  # OutputLocked is a RuntimeError
+    raise CellFailed(f"cell {cell.name}: scoring {predictions} failed: {error}", 1) from None
+  seconds["score"] = time.monotonic() - start
+  marker = {"cell": cell.name, "train_fraction": cell.fraction, "seed": cell.seed, **grid.settings,
+            "test_problems": len(test), "pass@1": metrics["overall"]["pass@1"],
+            "unscored_predictions": len(metrics["unscored_predictions"]),
+            "commands": {"train": ["python", *train_args(cell, grid)], "sample": ["python", *sample_args(cell, grid)]},
+            "seconds": {k: round(v, 1) for k, v in seconds.items()}}
+  storage.write_json(os.path.join(cell_dir, "done.json"), marker)
+  return marker
+
+
+def _changed(marker: Mapping, settings: Mapping) -> list[str]:
+  return [f"{key} {marker.get(key)!r} then, {value!r} now" for key, value in settings.items()
+          if marker.get(key) != value]
+
+
+def run_grid(cells: Sequence[Cell], grid: Grid, tests: Mapping[Cell, Sequence[Problem]], dry_run: bool = False,
+             runner: Runner = run_script) -> int:
+  """Runs the unfinished cells in order (dry run: prints their commands); returns an exit status."""
+  note = (lambda *a: print(*a, file=sys.stderr)) if dry_run else (lambda *a: print(*a, flush=True))
+  markers = {cell: _read_json(os.path.join(grid.cell_dir(cell), "done.json")) for cell in cells}
+  start, took = time.monotonic(), []
+  for i, cell in enumerate(cells, 1):
+    prefix = f"[cell {i}/{len(cells)}] {cell.name}"
+    if markers[cell] is not None:
+      changed = _changed(markers[cell], grid.settings)
+      note(f"{prefix}: finished earlier, not rerun" + (
+          f" (with other settings: {'; '.join(changed)}; delete its done.json to rerun it)" if changed else ""))
+      continue
+    if dry_run:
+      for command in dry_run_commands(cell, grid):
+        print(shlex.join(command))
+      continue
+    remaining = sum(markers[c] is None for c in cells[i - 1:])
+    eta = _duration(remaining * sum(took) / len(took)) if took else "?"
+    note(f"{prefix}: train fraction {cell.fraction:g}, split seed {cell.seed}, {len(tests[cell])} test problems  "
+         f"(elapsed {_duration(time.monotonic() - start)}, ETA {eta})")
+    cell_start = time.monotonic()
+    try:
+      marker = run_cell(cell, grid, tests[cell], runner, prefix, note)
+    except CellFailed as failure:
+      print(f"error: {failure}", file=sys.stderr, flush=True)
+      print(f"finished cells are kept; rerun the same command to continue from {cell.name}", file=sys.stderr)
+      return failure.status
+    took.append(time.monotonic() - cell_start)
+    note(f"{prefix}: done in {_duration(took[-1])}: pass@1 {marker['pass@1']:.1f}%")
+  todo = sum(m is None for m in markers.values())
+  note(f"{todo} of {len(cells)} cells {'to run' if dry_run else 'run'}; elapsed {_duration(time.monotonic() - start)}")
+  return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary.
+
+
+def collect(output: str, cells: Sequence[Cell]) -> tuple[list[tuple[float, int, dict]], list[Cell]]:
+  """(train_fraction, seed, metrics) of the finished cells (write_summary's input), and the others."""
+  found, missing = [], []
+  for cell in cells:
+    cell_dir = os.path.join(output, cell.name)
+    metrics = _read_json(os.path.join(cell_dir, "score", "metrics.json"))
+    if _read_json(os.path.join(cell_dir, "done.json")) is None or metrics is None:
+      missing.append(cell)
+    else:
+      found.append((cell.fraction, cell.seed, metrics))
+  return found, missing
+
+
+def report(output: str, cells: Sequence[Cell]) -> int:
+  """Writes the summary of the finished cells and prints its table; 1 when no cell has finished."""
+  from evaluation.practical import write_summary
+
+  found, missing = collect(output, cells)
+  if not found:
+    print(f"error: no finished cell (with done.json and score/metrics.json) under {output}", file=sys.stderr)
+    return 1
+  write_summary(found, output)
+  print(storage.read_text(os.path.join(output, "summary.md")))
+  if missing:
+    print(f"not finished (left out): {', '.join(c.name for c in missing)}")
+  print("wrote " + ", ".join(os.path.join(output, n) for n in ("summary.md", "summary.json",
+                                                                 "pass_at_1_by_category.png")))
+  return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line.
+
+
+def _list(kind: type) -> Callable[[str], list]:
+  def parse(value: str) -> list:
+    try:
+      return [kind(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s, got {value!r}") from None
+
+  return parse
+
+
+def run_gin_path(value: str) -> str:
+  """A gin file relative to the repository root (or absolute), or a name in gin_configs/runs/."""
+  for candidate in (value, f"{RUNS_DIR}/{value}", f"{RUNS_DIR}/{value}.gin"):
+    if os.path.isfile(os.path.join(ROOT, candidate)):
+      return candidate
+  raise argparse.ArgumentTypeError(f"{value}: no such gin file (from {ROOT}, or in {RUNS_DIR}/)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog="python -m experiments.finetune_grid", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--pretrained", default=None, help="PRETRAINED_DIR: a train.py MODEL_DIR (required to run cells)")
+  p.add_argument("--output", required=True, help="GRID_DIR: a folder per cell, and the summary")
+  p.add_argument("--dataset", default=None, help="practical tasks JSON or JSONL (default: the small in-repo set)")
+  p.add_argument("--fractions", type=_list(float), default=list(DEFAULT_FRACTIONS), help="train fractions")
+  p.add_argument("--seeds", type=_list(int), default=list(DEFAULT_SEEDS), help="split seeds")
+  p.add_argument("--run_gin", type=run_gin_path, default=DEFAULT_RUN_GIN,
+                 help="finetune.gin (default), finetune_lora.gin or codeinsight_lora.gin, or a path")
+  p.add_argument("--steps", type=int, default=None, help="TRAIN_STEPS (default: the run gin's)")
+  p.add_argument("--num_samples", type=int, default=1)
+  p.add_argument("--temperature", type=float, default=0.0)
+  p.add_argument("--max_decode_length", type=int, default=256)
+  p.add_argument("--sample_batch_size", type=int, default=64)
+  p.add_argument("--workers", type=int, default=None, help="scoring sandboxes at a time (default: one per CPU)")
+  p.add_argument("--dry_run", action="store_true", help="print the commands of the unfinished cells")
+  p.add_argument("--collect_only", action="store_true", help="run nothing; write the summary")
+  return p
+
+
+def main(argv: Sequence[str] | None = None, runner: Runner = run_script) -> int:
+  p = build_parser()
+  args, rest = p.parse_known_args(argv)
+  try:
+    bindings = parse_bindings(rest, args.steps)
+    cells = make_grid(args.fractions, args.seeds)
+  except ValueError as error:
+    p.error(str(error))
+  if storage.is_url(args.output):
+    p.error(f"--output {args.output}: the cells write their logs locally; give a local folder")
+  output = os.path.abspath(args.output)
+  if not args.collect_only:
+    if not args.pretrained:
+      p.error("--pretrained is required to run cells (or pass --collect_only)")
+    if not storage.is_url(args.pretrained) and not os.path.isdir(args.pretrained):
+      p.error(f"--pretrained {args.pretrained}: no such folder")
+    if args.workers is not None and args.workers < 1:
+      p.error(f"--workers must be at least 1, got {args.workers}")
+    grid = Grid(output, storage.resolve(args.pretrained), args.dataset and storage.resolve(args.dataset),
+                args.run_gin, args.steps, tuple(bindings), args.num_samples, args.temperature,
+                args.max_decode_length, args.sample_batch_size, args.workers)
+    try:  # every split before any training: a fraction that leaves a split empty fails now, not at cell 7
+      problems = load_problems(grid.dataset or SMALL_DATASET)
+      tests = {cell: split_problems(problems, cell.fraction, cell.seed)[1] for cell in cells}
+    except (ValueError, OSError) as error:
+      p.error(f"--dataset {grid.dataset or SMALL_DATASET}: {error}")
+    status = run_grid(cells, grid, tests, args.dry_run, runner)
+    if status or args.dry_run:
+      return status
+  return report(output, cells)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,214 @@
+"""experiments/finetune_grid.py with a fake runner in place of train.py and sample.py: the cells and their
+commands, owned bindings, each cell's test prompts, real scoring of fake predictions into the mean ± std
+summary, resuming, and a failing phase. (train.py and sample.py themselves: tests/test_train.py,
+tests/test_sampler.py.)"""
+
+import json
+import os
+import re
+import shutil
+import statistics
+
+import pytest
+
+from data.practical_tasks import SMALL_DATASET, load_problems, prompt_records, split_problems
+from evaluation import execution, practical
+from experiments import finetune_grid
+
+needs_sandbox = pytest.mark.skipif(bool(execution.missing(practical.toolchain())),
+                                   reason="no sandbox (bwrap) on this machine; run `make toolchains`")
+PROBLEMS = {p.problem_id: p for p in load_problems(SMALL_DATASET)}
+SOLVED_SHARE = {0: 0.25, 1: 0.5, 2: 0.75}  # split seed -> share of its test problems the fake model solves
+
+
+def _flag(args, name):
+  return next(a.split("=", 1)[1] for a in args if a.startswith(f"--{name}="))
+
+
+def _solved(n, seed):
+  return round(SOLVED_SHARE[seed] * n)
+
+
+def fake_runner(calls, fail=lambda args: False):
+  """train.py: makes MODEL_DIR and echoes a step line. sample.py: the reference body for the first
+  _solved(n, seed) prompts of the file, `return None` for the rest. `fail(args)`: exit status 3."""
+
+  def run(args, log_path, echo):
+    calls.append(list(args))
+    with open(log_path, "a") as log:
+      log.write(f"fake {args[0]}\n")
+    if fail(args):
+      return 3
+    if args[0] == "train.py":
+      os.makedirs(_flag(args, "gin.MODEL_DIR").strip("'"), exist_ok=True)
+      echo("step 3/3  loss 1.0")
+      return 0
+    seed = int(re.search(r"_s(\d+)/run$", _flag(args, "checkpoint")).group(1))
+    with open(_flag(args, "prompts")) as f:
+      qids = [json.loads(line)["qid"] for line in f]
+    with open(_flag(args, "output"), "w") as f:
+      for i, qid in enumerate(qids):
+        code = PROBLEMS[qid].body if i < _solved(len(qids), seed) else "    return None\n"
+        f.write(json.dumps({"qid": qid, "language": "python", "sample_id": 0, "code": code}) + "\n")
+    return 0
+
+  return run
+
+
+@pytest.fixture
+def no_scoring(monkeypatch):
+  """score_predictions stubbed (no sandbox): pass@1 0 for every cell."""
+
+  def score(predictions_path, problems, output_dir, workers=None):
+    zero = {"problems": len(problems), "pass@1": 0.0, "tests_passed": 0.0, "bleu": 0.0, "codebleu": 0.0}
+    values = {"overall": zero, "categories": {}, "unscored_predictions": []}
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, "metrics.json"), "w") as f:
+      json.dump(values, f)
+    return values
+
+  monkeypatch.setattr(practical, "score_predictions", score)
+
+
+def _argv(tmp_path, *extra):
+  pretrained = tmp_path / "pretrained"
+  pretrained.mkdir(exist_ok=True)
+  return ["--pretrained", str(pretrained), "--output", str(tmp_path / "grid"), "--workers", "2", *extra]
+
+
+def test_cells_commands_and_dry_run(tmp_path, capsys, no_scoring):
+  dataset = str(tmp_path / "tasks.jsonl")
+  shutil.copy(SMALL_DATASET, dataset)
+  argv = _argv(tmp_path, "--dataset", dataset, "--fractions", "0.6,0.8", "--seeds", "0,1",
+               "--run_gin", "finetune_lora.gin", "--steps", "3", "--gin.BATCH_SIZE=2", "--max_decode_length", "128")
+  calls = []
+  assert finetune_grid.main(argv + ["--dry_run"], runner=fake_runner(calls)) == 0
+  printed = capsys.readouterr().out.splitlines()
+  assert not calls and not (tmp_path / "grid").exists()
+  assert len(printed) == 4 * 4 and [line.split()[1] for line in printed[:4]] == [
+      "train.py", "-m", "sample.py", "-m"]
+
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  grid = tmp_path / "grid"
+  names = ["f60_s0", "f60_s1", "f80_s0", "f80_s1"]
+  assert sorted(p.name for p in grid.iterdir() if p.is_dir()) == names
+  assert [c[0] for c in calls] == ["train.py", "sample.py"] * 4
+  pretrained = str(tmp_path / "pretrained")
+  assert calls[2] == ["train.py", "--gin_file=gin_configs/runs/finetune_lora.gin",
+                      f"--gin.PRETRAINED_DIR={pretrained!r}", f"--gin.MODEL_DIR={str(grid / 'f60_s1' / 'run')!r}",
+                      f"--gin.DATASET={dataset!r}", "--gin.TRAIN_FRACTION=0.6", "--gin.SPLIT_SEED=1",
+                      "--gin.TRAIN_STEPS=3", "--gin.BATCH_SIZE=2"]
+  cell = grid / "f80_s0"
+  assert calls[5] == ["sample.py", f"--checkpoint={cell / 'run'}", f"--prompts={cell / 'prompts.jsonl'}",
+                      f"--output={cell / 'predictions.jsonl'}", "--num_samples=1", "--temperature=0",
+                      "--max_decode_length=128", "--batch_size=64"]
+  done = json.loads((cell / "done.json").read_text())
+  assert (done["train_fraction"], done["seed"], done["dataset"], done["steps"]) == (0.8, 0, dataset, 3)
+  assert done["commands"]["train"][1:] == calls[4] and done["test_problems"] == 16
+  assert (cell / "train.log").read_text() == "fake train.py\n" and (cell / "score" / "metrics.json").exists()
+
+
+def test_test_prompts_of_each_cell(tmp_path, no_scoring):
+  assert finetune_grid.main(_argv(tmp_path, "--fractions", "0.4,0.8", "--seeds", "0,2"),
+                            runner=fake_runner([])) == 0
+  problems = load_problems(SMALL_DATASET)
+  seen = set()
+  for fraction in (0.4, 0.8):
+    for seed in (0, 2):
+      path = tmp_path / "grid" / f"f{round(100 * fraction)}_s{seed}" / "prompts.jsonl"
+      records = [json.loads(line) for line in path.read_text().splitlines()]
+      train, test = split_problems(problems, fraction, seed)
+      assert records == prompt_records(test)
+      assert not {r["qid"] for r in records} & {p.problem_id for p in train}
+      seen.add(tuple(r["qid"] for r in records))
+  assert len(seen) == 4  # each cell its own split
+
+
+@pytest.mark.parametrize("flag", [f"--gin.{name}=1" for name in finetune_grid.OWNED_BINDINGS])
+def test_owned_bindings_are_refused_naming_the_runner_flag(flag, tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    finetune_grid.main(_argv(tmp_path, flag), runner=fake_runner([]))
+  name = flag[len("--gin."):].split("=")[0]
+  err = capsys.readouterr().err
+  assert f"the runner binds {name} per cell; use {finetune_grid.OWNED_BINDINGS[name]}" in err
+
+
+@pytest.mark.parametrize("extra", [["--batch_size=3"], ["--steps", "3", "--gin.TRAIN_STEPS=4"],
+                                   ["--fractions", "0.4,0.401"], ["--fractions", "1.0"], ["--run_gin", "nope"]])
+def test_bad_arguments_are_errors(extra, tmp_path):
+  calls = []
+  with pytest.raises(SystemExit):
+    finetune_grid.main(_argv(tmp_path, *extra), runner=fake_runner(calls))
+  assert not calls
+
+
+def _expected(fraction, seeds):
+  n = len(split_problems(list(PROBLEMS.values()), fraction, 0)[1])
+  values = [100 * _solved(n, s) / n for s in seeds]
+  return statistics.mean(values), statistics.stdev(values)
+
+
+@needs_sandbox
+def test_summary_resume_and_rerun_of_one_cell(tmp_path, capsys):
+  calls = []
+  argv = _argv(tmp_path, "--fractions", "0.6,0.8", "--seeds", "0,1", "--steps", "3")
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  out = capsys.readouterr().out
+  assert len(calls) == 8
+  assert "[cell 1/4] f60_s0: training" in out and "ETA ?" in out and "  f60_s0 | step 3/3  loss 1.0" in out
+  assert re.search(r"\[cell 4/4\] f80_s1: train fraction 0.8, split seed 1, 16 test problems .*ETA \d+s", out)
+
+  grid = tmp_path / "grid"
+  summary = json.loads((grid / "summary.json").read_text())
+  means = {f: _expected(f, (0, 1)) for f in (0.6, 0.8)}
+  for fraction, (mean, std) in means.items():
+    stat = summary["overall"][f"{fraction:g}"]["pass@1"]
+    assert (stat["mean"], stat["std"], stat["n"]) == (pytest.approx(mean, abs=1e-3), pytest.approx(std, abs=1e-3), 2)
+  row = " | ".join(f"{m:.1f} ± {s:.1f}" for m, s in means.values())
+  assert f"| **overall** | {row} |" in (grid / "summary.md").read_text() and row in out
+  assert (grid / "pass_at_1_by_category.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+  # Again: nothing runs. Other settings: still not rerun, but said so.
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  assert len(calls) == 8 and capsys.readouterr().out.count("finished earlier, not rerun") == 4
+  assert finetune_grid.main(argv[:-1] + ["4"], runner=fake_runner(calls)) == 0
+  assert len(calls) == 8 and "steps 3 then, 4 now" in capsys.readouterr().out
+
+  # Without its done.json a cell runs again (its phases resume), and only it.
+  os.remove(grid / "f80_s0" / "done.json")
+  os.remove(grid / "summary.json")
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  assert len(calls) == 10 and all("f80_s0" in "".join(c) for c in calls[8:])
+  assert json.loads((grid / "summary.json").read_text()) == summary
+
+  # --collect_only needs no --pretrained; cells outside the grid are left out, missing ones named.
+  assert finetune_grid.main(["--collect_only", "--output", str(grid), "--fractions", "0.8", "--seeds", "0,1,2"]) == 0
+  assert "not finished (left out): f80_s2" in capsys.readouterr().out
+  assert json.loads((grid / "summary.json").read_text())["train_fractions"] == ["0.8"]
+
+
+@needs_sandbox
+def test_a_failing_phase_stops_the_grid_naming_the_cell_and_its_log(tmp_path, capsys):
+  calls = []
+  argv = _argv(tmp_path, "--fractions", "0.8", "--seeds", "0,1,2")
+  grid = tmp_path / "grid"
+  failing_train = fake_runner(calls, fail=lambda args: args[0] == "train.py" and "--gin.SPLIT_SEED=1" in args)
+  assert finetune_grid.main(argv, runner=failing_train) == 3
+  err = capsys.readouterr().err
+  assert f"error: cell f80_s1: train.py exited with status 3; its log: {grid / 'f80_s1' / 'train.log'}" in err
+  assert "fake train.py" in err  # the log's end
+  assert len(calls) == 3 and (grid / "f80_s0" / "done.json").exists()
+  assert not (grid / "f80_s1" / "done.json").exists() and not (grid / "f80_s2").exists()
+  assert not (grid / "summary.md").exists()
+
+  failing_sample = fake_runner(calls, fail=lambda args: args[0] == "sample.py")
+  assert finetune_grid.main(argv, runner=failing_sample) == 3
+  assert f"cell f80_s1: sample.py exited with status 3; its log: {grid / 'f80_s1' / 'sample.log'}" in \
+      capsys.readouterr().err
+  assert len(calls) == 5  # f80_s0 kept: not rerun
+
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  assert len(calls) == 9 and "| **overall** | " in capsys.readouterr().out
+  mean, std = _expected(0.8, (0, 1, 2))
+  stat = json.loads((grid / "summary.json").read_text())["overall"]["0.8"]["pass@1"]
+  assert (stat["mean"], stat["std"], stat["n"]) == (pytest.approx(mean, abs=1e-3), pytest.approx(std, abs=1e-3), 3)
