@@ -276,7 +276,8 @@ def register_task(config: PracticalTasks, vocabulary, sequence_length: int, name
   seqio.TaskRegistry.add(name, source=source, output_features=features, preprocessors=[])
   stream.PROMPT_COMPLETION_TASKS.add(name)
   return {split: {"problems": len(train if split == "train" else test), "examples": len(examples),
-                  "too_long": too_long} for split, (examples, too_long) in encoded.items()}
+                  "tokens": sum(len(i) + len(t) for i, t in examples), "too_long": too_long}
+          for split, (examples, too_long) in encoded.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -294,3 +294,23 @@ def test_bad_fine_tuning_settings_are_refused_by_name(pretrained, tmp_path, bind
     _finetune(pretrained, str(tmp_path / "bad"), *bindings, run_gin="finetune_lora.gin", steps=2)
   assert message in str(raised.value) + capsys.readouterr().err
   assert not os.path.exists(tmp_path / "bad" / "checkpoints")
+
+
+def test_the_codeinsight_recipe_gin_file_binds_the_paper_s_settings():
+  import gin_flags
+  import train as train_entry  # noqa: F401 - registers train()'s configurables
+
+  gin.clear_config()
+  try:
+    files, bindings = gin_flags.parse_flags(["--gin_file=gin_configs/runs/codeinsight_lora.gin",
+                                             "--gin.PRETRAINED_DIR='/tmp/p'", "--gin.MODEL_DIR='/tmp/m'"])
+    gin_flags.parse_gin(files, bindings)
+    query = gin.query_parameter
+    assert (query("codelm.LoraConfig.rank"), query("codelm.LoraConfig.alpha"), query("codelm.LoraConfig.dropout")) \
+        == (16, 16.0, 0.05)
+    assert (query("train.optimizer"), query("train.lr_schedule"), query("train.base_learning_rate")) \
+        == ("adamw", "linear", 3e-5)
+    assert query("%TRAIN_STEPS") == 400 and query("train.warmup_fraction") * 400 == 100
+    assert query("%MIXTURE_OR_TASK_NAME") == pt.TASK_NAME and query("%MODEL_SIZE") is None  # the pretrained model
+  finally:
+    gin.clear_config()

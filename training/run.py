@@ -150,6 +150,11 @@ def _register_practical_tasks(config: TrainConfig, vocabulary, primary: bool) ->
     print(f"{TASK_NAME}: {tasks.dataset}, train fraction {tasks.train_fraction}, split seed {tasks.seed}: "
           + ", ".join(f"{split} {c['examples']} of {c['problems']} problems" for split, c in counts.items()
                       if split != "validation") + " (validation = test)", flush=True)
+    train = counts["train"]
+    per_row = config.sequence_length * train["examples"] / max(train["tokens"], 1)
+    print(f"{TASK_NAME}: train examples average {train['tokens'] / max(train['examples'], 1):.0f} tokens: about "
+          f"{per_row:.1f} per row of {config.sequence_length}, so a batch of {config.batch_size} rows holds about "
+          f"{per_row * config.batch_size:.0f} examples", flush=True)
     for split, c in counts.items():
       if c["too_long"] and split != "validation":
         print(f"warning: {len(c['too_long'])} {split} problems do not fit in {config.sequence_length} tokens and "
