@@ -237,8 +237,9 @@ def test_lora_trains_adapters_only_leaves_the_base_untouched_and_merges_exactly(
   config, _ = read_run_info(pretrained)
   base_before = _params(storage.join(pretrained, "checkpoints"), Decoder(config))
   model_dir = str(tmp_path / "lora")
+  # FSDP over the 8 test devices: the frozen base sharded as training lays it out, adapters replicated.
   _finetune(pretrained, model_dir, "--gin.codelm.LoraConfig.targets=('query', 'value', 'gate')",
-            "--gin.train.base_learning_rate=3e-3", run_gin="finetune_lora.gin")
+            "--gin.train.base_learning_rate=3e-3", "--gin.train.mesh_shape=(1, -1, 1)", run_gin="finetune_lora.gin")
   losses = _validation(model_dir)
   assert losses[40] < 0.95 * losses[5], losses
   base_after = _params(storage.join(pretrained, "checkpoints"), Decoder(config))
