@@ -226,8 +226,8 @@ def test_full_fine_tuning_restores_the_pretrained_parameters_and_lowers_the_held
   out = capsys.readouterr().out
   assert "initialised parameters from" in out and "step 20" in out
   losses = _validation(model_dir)
-  assert sorted(losses) == list(range(5, 41, 5))
-  assert losses[40] < 0.9 * losses[5], losses
+  assert sorted(losses) == list(range(0, 41, 5))  # step 0: the pretrained parameters' loss
+  assert losses[40] < 0.8 * losses[0], losses
   assert read_adapters(model_dir) is None
   # The pretrained model, from its run.json, its context grown to the fine-tuning rows of 512.
   assert read_run_info(model_dir)[0] == config.replace(max_length=512)
@@ -241,7 +241,7 @@ def test_lora_trains_adapters_only_leaves_the_base_untouched_and_merges_exactly(
   _finetune(pretrained, model_dir, "--gin.codelm.LoraConfig.targets=('query', 'value', 'gate')",
             "--gin.train.base_learning_rate=3e-3", "--gin.train.mesh_shape=(1, -1, 1)", run_gin="finetune_lora.gin")
   losses = _validation(model_dir)
-  assert losses[40] < 0.95 * losses[5], losses
+  assert losses[40] < 0.9 * losses[0], losses
   base_after = _params(storage.join(pretrained, "checkpoints"), Decoder(config))
   jax.tree.map(np.testing.assert_array_equal, base_before, base_after)
 

@@ -249,6 +249,8 @@ def train(config: TrainConfig, gin_config_str: str = "") -> dict:
                       peak_flops=_peak_flops(model_config.dtype), start_step=start,
                       primary=primary, newest_checkpoint=lambda: max(checkpointer.steps(), default=None))
     hooks = [log, validation, Checkpointing(checkpointer, batches)]  # the non-finite guard before any save
+    if start == 0 and config.init_from:  # fine-tuning: the held-out loss it starts from, as step 0
+      validation(loop.StepEnd(0, state, {}, save=False, stop=False))
     try:
       loop.run(state, step_fn, batches, batch_sharding, start, config.train_steps, config.checkpoint_every, hooks,
                loop.Preemption())
