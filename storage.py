@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 
 def is_url(path: str) -> bool:
@@ -217,6 +217,25 @@ def read_jsonl(path: str, warn: Callable[[str], None] | None = None) -> Iterator
   file:line, except a torn last line, which is skipped with a warning."""
   for number, line in read_jsonl_lines(path, warn):
     yield number, parse_line(line, f"{path}:{number}")
+
+
+def read_results(path: str, key: Callable[[dict], Any]) -> dict:
+  """A resumable results JSONL (one record per finished item) as {key(record): record}, the later of
+  two lines winning. A torn last line (a kill mid-write) is cut off; any other unreadable line, or
+  one `key` refuses (KeyError, TypeError, ValueError, or None), is ignored: that item is redone."""
+  if not exists(path):
+    return {}
+  repair_torn_tail(path)
+  results = {}
+  for _, line in read_jsonl_lines(path):
+    try:
+      record = json.loads(line)
+      found = key(record)
+      if found is not None:
+        results[found] = record  # an unhashable key is a TypeError too
+    except (ValueError, KeyError, TypeError):
+      continue
+  return results
 
 
 def append_jsonl(path: str, records: Iterable[dict]) -> None:

@@ -316,17 +316,7 @@ def read_predictions(path: str, problems: Mapping[str, Problem]) -> list[Predict
 def read_results(path: str) -> dict[tuple[str, int], dict]:
   """Records already in results.jsonl by (qid, sample_id), the later line winning; a torn last line
   is cut off, any other unreadable line ignored (that prediction is scored again)."""
-  if not storage.exists(path):
-    return {}
-  storage.repair_torn_tail(path)
-  results = {}
-  for _, line in storage.read_jsonl_lines(path):
-    try:
-      record = json.loads(line)
-      results[(record["qid"], record["sample_id"])] = record
-    except (ValueError, KeyError, TypeError):
-      continue
-  return results
+  return storage.read_results(path, lambda r: (r["qid"], r["sample_id"]))
 
 
 def group_metrics(problems: Sequence[Problem], records: Mapping[str, list[dict]],

@@ -138,19 +138,9 @@ def read_results(path: str) -> dict[tuple, dict]:
   """Results already in `path` by (language, qid, sample_id); the later of two lines wins. A torn last
   line (a kill mid-write) is cut off; any other unreadable line is ignored (that prediction is
   scored again)."""
-  if not storage.exists(path):
-    return {}
-  storage.repair_torn_tail(path)
-  results = {}
-  for _, line in storage.read_jsonl_lines(path):
-    try:
-      record = json.loads(line)
-      key = (record["language"], record["qid"], record["sample_id"])
-      if record["status"] in {s.value for s in Status}:
-        results[key] = record
-    except (ValueError, KeyError, TypeError):
-      continue
-  return results
+  statuses = {s.value for s in Status}
+  return storage.read_results(path, lambda r: (r["language"], r["qid"], r["sample_id"])
+                              if r["status"] in statuses else None)
 
 
 def score_one(prediction: Prediction, question: typed.Question, limits: execution.Limits) -> dict:

@@ -33,7 +33,6 @@ import math
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 from typing import Callable, Mapping, Sequence
@@ -41,6 +40,7 @@ from typing import Callable, Mapping, Sequence
 import storage
 from data.languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
 from evaluation.languages import NOT_EVALUATED
+from experiments.logged_runs import duration, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN_DIR = "gin_configs"  # relative to ROOT, where train.py runs
@@ -154,28 +154,8 @@ Runner = Callable[[Sequence[str], str, Callable[[str], None]], int]
 
 
 def run_train(args: Sequence[str], log_path: str, echo: Callable[[str], None]) -> int:
-  """train.py as a subprocess from the repository root. The log is appended to: a resumed cell keeps
-  the history of its earlier attempts."""
-  with open(log_path, "a") as log:
-    log.write(f"$ {shlex.join(['python', 'train.py', *args])}\n")
-    log.flush()
-    process = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    for line in process.stdout:
-      log.write(line)
-      log.flush()
-      if line.startswith(ECHOED):
-        echo(line.rstrip())
-    return process.wait()
-
-
-def _duration(seconds: float | None) -> str:
-  if seconds is None:
-    return "?"
-  seconds = int(round(seconds))
-  if seconds >= 3600:
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-  return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+  """train.py as a subprocess from the repository root, its console appended to the cell's log."""
+  return run_logged(["train.py", *args], log_path, echo, lambda line: line.startswith(ECHOED))
 
 
 def _eta(remaining: Sequence[Cell], took: Mapping[Cell, float]) -> float | None:
@@ -212,7 +192,7 @@ def train_locally(cells: Sequence[Cell], output: str, corpus: str, steps: int | 
     remaining = [c for c, *_, d in plan[i - 1:] if not d]
     log_path = os.path.join(model_dir, "train.log")
     note(f"{prefix}: training {cell_steps} steps, log {log_path}  "
-         f"(elapsed {_duration(time.monotonic() - start)}, ETA {_duration(_eta(remaining, took))})")
+         f"(elapsed {duration(time.monotonic() - start)}, ETA {duration(_eta(remaining, took))})")
     os.makedirs(model_dir, exist_ok=True)
     cell_start = time.monotonic()
     status = runner(args, log_path, lambda line: note(f"  {cell.name} | {line.strip()}"))
@@ -226,10 +206,10 @@ def train_locally(cells: Sequence[Cell], output: str, corpus: str, steps: int | 
     took[cell] = time.monotonic() - cell_start
     storage.write_json(os.path.join(model_dir, "done.json"),
                        {"steps": cell_steps, "seconds": took[cell], "train_args": args})
-    note(f"{prefix}: done in {_duration(took[cell])}")
+    note(f"{prefix}: done in {duration(took[cell])}")
   todo = sum(not done for *_, done in plan)
   note(f"{todo} of {len(plan)} cells {'to train' if dry_run else 'trained'}; "
-       f"elapsed {_duration(time.monotonic() - start)}")
+       f"elapsed {duration(time.monotonic() - start)}")
   return 0
 
 

@@ -33,14 +33,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 from typing import Callable, Mapping, Sequence
 
 import storage
 from data.practical_tasks import SMALL_DATASET, Problem, load_problems, prompt_records, split_problems
-from experiments.ablation import _duration
+from experiments.logged_runs import duration, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS_DIR = "gin_configs/runs"  # relative to ROOT, where train.py runs
@@ -163,22 +162,9 @@ Runner = Callable[[Sequence[str], str, Callable[[str], None]], int]
 
 
 def run_script(args: Sequence[str], log_path: str, echo: Callable[[str], None]) -> int:
-  """`python *args` as a subprocess from the repository root. The log is appended to: a resumed cell
-  keeps the history of its earlier attempts."""
-  # Buffered stdout: their progress lines are print(..., flush=True), one write each; unbuffered, print's
-  # text and its newline are two writes, and sample.py's tqdm bar (stderr) landed between them.
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-  with open(log_path, "a") as log:
-    log.write(f"$ {shlex.join(['python', *args])}\n")
-    log.flush()
-    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=env)
-    for line in process.stdout:
-      log.write(line)
-      log.flush()
-      if ECHOED.match(line):
-        echo(line.rstrip())
-    return process.wait()
+  """`python *args` as a subprocess from the repository root, its console appended to the cell's log
+  (buffered: sample.py's tqdm bar would otherwise split its lines)."""
+  return run_logged(args, log_path, echo, lambda line: bool(ECHOED.match(line)), unbuffered=False)
 
 
 class CellFailed(Exception):
@@ -266,9 +252,9 @@ def run_grid(cells: Sequence[Cell], grid: Grid, tests: Mapping[Cell, Sequence[Pr
         print(shlex.join(command))
       continue
     remaining = sum(markers[c] is None for c in cells[i - 1:])
-    eta = _duration(remaining * sum(took) / len(took)) if took else "?"
+    eta = duration(remaining * sum(took) / len(took)) if took else "?"
     note(f"{prefix}: train fraction {cell.fraction:g}, split seed {cell.seed}, {len(tests[cell])} test problems  "
-         f"(elapsed {_duration(time.monotonic() - start)}, ETA {eta})")
+         f"(elapsed {duration(time.monotonic() - start)}, ETA {eta})")
     cell_start = time.monotonic()
     try:
       marker = run_cell(cell, grid, tests[cell], runner, prefix, note)
@@ -277,9 +263,9 @@ def run_grid(cells: Sequence[Cell], grid: Grid, tests: Mapping[Cell, Sequence[Pr
       print(f"finished cells are kept; rerun the same command to continue from {cell.name}", file=sys.stderr)
       return failure.status
     took.append(time.monotonic() - cell_start)
-    note(f"{prefix}: done in {_duration(took[-1])}: pass@1 {marker['pass@1']:.1f}%")
+    note(f"{prefix}: done in {duration(took[-1])}: pass@1 {marker['pass@1']:.1f}%")
   todo = sum(m is None for m in markers.values())
-  note(f"{todo} of {len(cells)} cells {'to run' if dry_run else 'run'}; elapsed {_duration(time.monotonic() - start)}")
+  note(f"{todo} of {len(cells)} cells {'to run' if dry_run else 'run'}; elapsed {duration(time.monotonic() - start)}")
   return 0
 
 
