@@ -138,16 +138,9 @@ def pretrained(tmp_path_factory):
 
 
 def _train(argv):
-  import train as train_entry
+  from test_train import _run_in_process  # train.py's main in this process, from the repository root
 
-  gin.clear_config()
-  cwd = os.getcwd()
-  os.chdir(ROOT)
-  try:
-    return train_entry.main(argv)
-  finally:
-    os.chdir(cwd)
-    gin.clear_config()
+  return _run_in_process(argv)
 
 
 def _finetune(pretrained, model_dir, *extra, run_gin="finetune.gin", steps=40):
