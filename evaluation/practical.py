@@ -431,7 +431,9 @@ def table(values: dict) -> str:
 
 # ---- a grid of runs: mean ± std over seeds per train fraction ------------------------------------
 
-SUMMARY_METRICS = ("pass@1", "tests_passed", "bleu", "codebleu")  # overall; categories get pass@1
+# Overall (categories get pass@1); the held-out losses where a cell's metrics carry them (the grid adds
+# train.py's loss on the test problems before fine-tuning and after it).
+SUMMARY_METRICS = ("pass@1", "tests_passed", "bleu", "codebleu", "held_out_loss_start", "held_out_loss_end")
 
 
 def _stat(values: Sequence[float]) -> dict:
@@ -460,7 +462,7 @@ def summarise(cells: Iterable[tuple[float, int, dict]]) -> dict:
                "overall": {}, "categories": {label: {} for label, _ in labels.most_common()}}
   for f in fractions:
     runs = list(by_fraction[f].values())
-    overall = {m: [r["overall"][m] for r in runs if r["overall"][m] is not None] for m in SUMMARY_METRICS}
+    overall = {m: [r["overall"][m] for r in runs if r["overall"].get(m) is not None] for m in SUMMARY_METRICS}
     out["overall"][f"{f:g}"] = {m: _stat(v) if v else None for m, v in overall.items()}
     for label in out["categories"]:
       values = [r["categories"][label]["pass@1"] for r in runs
@@ -469,8 +471,8 @@ def summarise(cells: Iterable[tuple[float, int, dict]]) -> dict:
   return out
 
 
-def _cell(stat: dict | None) -> str:
-  return "–" if not stat or not stat["n"] else f"{stat['mean']:.1f} ± {stat['std']:.1f}"
+def _cell(stat: dict | None, digits: int = 1) -> str:
+  return "–" if not stat or not stat["n"] else f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f}"
 
 
 def summary_markdown(summary: dict) -> str:
@@ -485,7 +487,10 @@ def summary_markdown(summary: dict) -> str:
   lines += ["", "overall, mean ± std over seeds", "",
             "| metric | " + " | ".join(header) + " |", "|" + "---|" * (len(header) + 1)]
   for metric in SUMMARY_METRICS:
-    lines.append(f"| {metric} | " + " | ".join(_cell(summary["overall"][f][metric]) for f in fractions) + " |")
+    if any(summary["overall"][f][metric] for f in fractions):
+      digits = 3 if metric.startswith("held_out_loss") else 1
+      lines.append(f"| {metric} | " + " | ".join(_cell(summary["overall"][f][metric], digits) for f in fractions)
+                   + " |")
   return "\n".join(lines) + "\n"
 
 

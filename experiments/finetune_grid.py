@@ -38,7 +38,7 @@ import time
 from typing import Callable, Mapping, Sequence
 
 import storage
-from data.practical_tasks import SMALL_DATASET, Problem, load_problems, prompt_records, split_problems
+from data.practical_tasks import SMALL_DATASET, TASK_NAME, Problem, load_problems, prompt_records, split_problems
 from experiments.logged_runs import duration, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -282,8 +282,28 @@ def collect(output: str, cells: Sequence[Cell]) -> tuple[list[tuple[float, int, 
     if _read_json(os.path.join(cell_dir, "done.json")) is None or metrics is None:
       missing.append(cell)
     else:
-      found.append((cell.fraction, cell.seed, metrics))
+      overall = dict(metrics["overall"], **held_out_losses(os.path.join(cell_dir, "run", "metrics.jsonl")))
+      found.append((cell.fraction, cell.seed, dict(metrics, overall=overall)))
   return found, missing
+
+
+def held_out_losses(metrics_path: str) -> dict[str, float]:
+  """The loss on the test problems train.py logged before its first step and at its last (the
+  fine-tuning's validation = test split), where the run logged them."""
+  key = f"validation/{TASK_NAME}"
+  losses = {}
+  if os.path.exists(metrics_path):
+    with open(metrics_path) as f:
+      for line in f:
+        try:
+          record = json.loads(line)
+        except ValueError:
+          continue  # a torn last line of a killed run
+        if key in record:
+          losses[record["step"]] = record[key]
+  if not losses or min(losses) != 0:
+    return {}
+  return {"held_out_loss_start": losses[0], "held_out_loss_end": losses[max(losses)]}
 
 
 def report(output: str, cells: Sequence[Cell]) -> int:

@@ -40,7 +40,12 @@ def fake_runner(calls, fail=lambda args: False):
     if fail(args):
       return 3
     if args[0] == "train.py":
-      os.makedirs(_flag(args, "gin.MODEL_DIR").strip("'"), exist_ok=True)
+      model_dir = _flag(args, "gin.MODEL_DIR").strip("'")
+      os.makedirs(model_dir, exist_ok=True)
+      seed = int(_flag(args, "gin.SPLIT_SEED"))
+      with open(os.path.join(model_dir, "metrics.jsonl"), "w") as f:  # held-out loss before and after
+        for step, loss in ((0, 4.0 + seed), (3, 2.0 + seed)):
+          f.write(json.dumps({"step": step, "validation/practical_tasks": loss}) + "\n")
       echo("step 3/3  loss 1.0")
       return 0
     seed = int(re.search(r"_s(\d+)/run$", _flag(args, "checkpoint")).group(1))
@@ -164,6 +169,10 @@ def test_summary_resume_and_rerun_of_one_cell(tmp_path, capsys):
   for fraction, (mean, std) in means.items():
     stat = summary["overall"][f"{fraction:g}"]["pass@1"]
     assert (stat["mean"], stat["std"], stat["n"]) == (pytest.approx(mean, abs=1e-3), pytest.approx(std, abs=1e-3), 2)
+    # train.py's loss on the test problems before and after, from each cell's metrics.jsonl: seeds 0 and 1.
+    assert summary["overall"][f"{fraction:g}"]["held_out_loss_start"]["mean"] == pytest.approx(4.5)
+    assert summary["overall"][f"{fraction:g}"]["held_out_loss_end"]["mean"] == pytest.approx(2.5)
+  assert "| held_out_loss_end | 2.500 ± 0.707 | 2.500 ± 0.707 |" in (grid / "summary.md").read_text()
   row = " | ".join(f"{m:.1f} ± {s:.1f}" for m, s in means.values())
   assert f"| **overall** | {row} |" in (grid / "summary.md").read_text() and row in out
   assert (grid / "pass_at_1_by_category.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
