@@ -308,3 +308,28 @@ def test_the_codeinsight_recipe_gin_file_binds_the_paper_s_settings():
     assert query("%MIXTURE_OR_TASK_NAME") == pt.TASK_NAME and query("%MODEL_SIZE") is None  # the pretrained model
   finally:
     gin.clear_config()
+
+
+@pytest.mark.parametrize("remat", ["none", "dots", "full"])
+def test_lora_adapters_under_every_remat_policy_merge_exactly_and_get_gradients(remat):
+  from model.config import get_config
+
+  config = get_config("tiny").replace(remat=remat)
+  lora_config = lora.LoraConfig(rank=4, alpha=8.0, dropout=0.1, targets=lora.ATTENTION_TARGETS + lora.MLP_TARGETS)
+  model = Decoder(config, lora=lora_config)
+  tokens = np.random.default_rng(2).integers(0, config.vocab_size, (2, 16)).astype(np.int32)
+  variables = model.init({"params": jax.random.key(0)}, tokens)
+  params = nn.unbox(variables["params"])
+  adapters = jax.tree.map(lambda x: x + 0.02, variables["lora"])  # B starts at zero: make it count
+  assert jax.tree.leaves(jax.tree.map(lambda x: x.shape[0], adapters)) == [config.num_layers] * 14  # stacked by scan
+
+  def loss(a, rng):
+    return model.apply({"params": params, "lora": a}, tokens, rngs={"dropout": rng})[0].mean()
+
+  grads = jax.jit(jax.grad(loss))(adapters, jax.random.key(1))
+  assert all(np.abs(g).max() > 0 for g in jax.tree.leaves(grads))
+  with_adapters, _ = model.apply({"params": params, "lora": adapters}, tokens)  # no dropout rng: no dropout
+  merged, _ = Decoder(config).apply({"params": lora.merge(params, adapters, lora_config)}, tokens)
+  np.testing.assert_allclose(merged, with_adapters, atol=1e-5)
+  dropped, _ = model.apply({"params": params, "lora": adapters}, tokens, rngs={"dropout": jax.random.key(1)})
+  assert np.abs(dropped - with_adapters).max() > 1e-4  # dropout acts on the adapters' input in training
