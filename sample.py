@@ -151,8 +151,9 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   mesh = sharding.make_mesh(*mesh_shape)
   # Training's parameter layout from the model and the mesh alone; the optimizer state is not restored.
   abstract = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
-  if read_adapters(model_dir):
-    abstract = _abstract_adapters(model, read_adapters(model_dir), mesh)
+  adapters = read_adapters(model_dir)  # a LoRA run: its checkpoints hold adapters of a frozen base
+  if adapters:
+    abstract = _abstract_adapters(model, adapters, mesh)
   checkpointer = Checkpointer(directory, async_save=False)
   try:
     if step is not None and step not in checkpointer.steps():
@@ -163,8 +164,7 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   if restored is None:
     raise FileNotFoundError(f"no checkpoint in {directory} (has the run saved one?)")
   params, step = restored
-  adapters = read_adapters(model_dir)
-  if adapters:  # a LoRA run: its checkpoints hold adapters of a frozen base; sample the merged model
+  if adapters:  # sample the merged model
     params = merge_adapters(model, mesh, params, adapters)
   end_ids = [vocabulary.tokenizer.piece_to_id(EOD_TOKEN), vocabulary.eos_id]
   return Sampler(model, params, vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), end_ids, mesh=mesh), step

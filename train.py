@@ -94,6 +94,13 @@ def check_arguments(arguments: dict) -> None:
     raise UsageError("train.lora trains adapters of a pretrained model: set train.init_from (INIT_FROM)")
   if a["practical_tasks"] is not None and not isinstance(a["practical_tasks"], practical_data.PracticalTasks):
     raise UsageError(f"train.practical_tasks must be @codelm.PracticalTasks() or None, got {a['practical_tasks']!r}")
+  if a["practical_tasks"] is not None:
+    if not storage.exists(a["practical_tasks"].dataset):
+      raise UsageError(f"train.practical_tasks: no dataset file {a['practical_tasks'].dataset!r} (DATASET)")
+    try:  # the file and the split, before anything is written
+      a["practical_tasks"].split()
+    except ValueError as error:
+      raise UsageError(f"train.practical_tasks: {error}") from None
   for name in ("vocab_path", "init_from", "checkpoint_dir"):
     if a[name] is not None and (not isinstance(a[name], str) or not a[name]):
       raise UsageError(f"train.{name} must be a path or None, got {a[name]!r}")

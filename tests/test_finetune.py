@@ -282,8 +282,13 @@ def test_lora_trains_adapters_only_leaves_the_base_untouched_and_merges_exactly(
     (["--gin.MIXTURE_OR_TASK_NAME='code_python'"], "set MIXTURE_OR_TASK_NAME to it"),
     (["--gin.train.optimizer='sgd'"], "train.optimizer: 'sgd' is not one of adafactor, adamw"),
     (["--gin.codelm.LoraConfig.targets=('embedding',)"], "LoraConfig.targets: unknown or empty"),
+    (["--gin.DATASET='{tmp}/broken.jsonl'"], "train.practical_tasks: {tmp}/broken.jsonl:1: not JSON"),
+    (["--gin.DATASET='{tmp}/missing.jsonl'"], "train.practical_tasks: no dataset file '{tmp}/missing.jsonl'"),
+    (["--gin.TRAIN_FRACTION=0.999"], "train.practical_tasks: a train fraction of 0.999 of 82 problems leaves"),
 ])
 def test_bad_fine_tuning_settings_are_refused_by_name(pretrained, tmp_path, bindings, message, capsys):
+  (tmp_path / "broken.jsonl").write_text("{broken\n")
+  bindings, message = [b.replace("{tmp}", str(tmp_path)) for b in bindings], message.replace("{tmp}", str(tmp_path))
   with pytest.raises((SystemExit, ValueError)) as raised:
     _finetune(pretrained, str(tmp_path / "bad"), *bindings, run_gin="finetune_lora.gin", steps=2)
   assert message in str(raised.value) + capsys.readouterr().err

@@ -71,7 +71,7 @@ class TrainConfig:
   def sequence_length(self) -> int:
     return max(self.task_feature_lengths.values())
 
-  @property
+  @functools.cached_property  # run.json read once
   def pretrained(self) -> "Pretrained | None":
     return pretrained_source(self.init_from) if self.init_from else None
 
