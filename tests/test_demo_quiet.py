@@ -60,6 +60,7 @@ def test_demo_stages_leave_no_library_noise_on_stderr(tmp_path):
                 "predictions.jsonl", "logs/"):
     assert f"{out}/{where}" in done.stdout, where
   assert "evaluation.score" in done.stdout and "experiments.ablation" in done.stdout and "tpu/launch.py" in done.stdout
+  assert "experiments.finetune_grid --pretrained" in done.stdout
   # Each stage's whole output is in its log, under the command that made it.
   with open(os.path.join(out, "logs", "train.log")) as f:
     assert f.readline().startswith("$ ") and "step 4/4" in f.read()
