@@ -150,10 +150,9 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
   model, vocabulary = Decoder(config), get_vocabulary(vocab_path)
   mesh = sharding.make_mesh(*mesh_shape)
   # Training's parameter layout from the model and the mesh alone; the optimizer state is not restored.
-  abstract = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
+  base = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
   adapters = read_adapters(model_dir)  # a LoRA run: its checkpoints hold adapters of a frozen base
-  if adapters:
-    abstract = _abstract_adapters(model, adapters, mesh)
+  abstract = _abstract_adapters(model, adapters, mesh) if adapters else base
   checkpointer = Checkpointer(directory, async_save=False)
   try:
     if step is not None and step not in checkpointer.steps():
@@ -165,7 +164,7 @@ def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
     raise FileNotFoundError(f"no checkpoint in {directory} (has the run saved one?)")
   params, step = restored
   if adapters:  # sample the merged model
-    params = merge_adapters(model, mesh, params, adapters)
+    params = merge_adapters(model, base, params, adapters)
   end_ids = [vocabulary.tokenizer.piece_to_id(EOD_TOKEN), vocabulary.eos_id]
   return Sampler(model, params, vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), end_ids, mesh=mesh), step
 
@@ -182,28 +181,23 @@ def _abstract_adapters(model, adapters: dict, mesh):
   import jax
   from jax.sharding import NamedSharding, PartitionSpec
 
-  lora_model = _lora_model(model, adapters)
-  shapes = jax.eval_shape(lambda: lora_model.init({"params": jax.random.key(0)}, jax.numpy.zeros((1, 8), "int32")))
+  from model.lora import init_adapters
+
+  shapes = jax.eval_shape(lambda: init_adapters(_lora_model(model, adapters), jax.random.key(0)))
   return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec())),
-                      shapes["lora"])
+                      shapes)
 
 
-def merge_adapters(model, mesh, adapters_params, adapters: dict):
-  """The base checkpoint a LoRA run trained on (its recorded step) with the adapters merged in."""
-  import flax.linen as nn
+def merge_adapters(model, base_abstract, adapters_params, adapters: dict):
+  """The base checkpoint a LoRA run trained on (its recorded step, laid out as `base_abstract`) with
+  the adapters merged in."""
+  from model import lora
+  from training.checkpoints import read_params
 
-  from model import lora, sharding
-  from training.checkpoints import Checkpointer, abstract_with_shardings
-
-  abstract = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
-  source = Checkpointer(adapters["base_checkpoints"], async_save=False)
   try:
-    if adapters["base_step"] not in source.steps():
-      raise FileNotFoundError(f"the LoRA run's base checkpoint {adapters['base_step']} is no longer in "
-                              f"{adapters['base_checkpoints']} (have {source.steps()})")
-    restored = source.restore_params(abstract, step=adapters["base_step"])
-  finally:
-    source.close()
+    restored = read_params(adapters["base_checkpoints"], base_abstract, step=adapters["base_step"])
+  except FileNotFoundError as error:
+    raise FileNotFoundError(f"the LoRA run's base checkpoint is gone: {error}") from None
   if restored is None:
     raise FileNotFoundError(f"the LoRA run's base checkpoint {adapters['base_step']} in "
                             f"{adapters['base_checkpoints']} does not restore")

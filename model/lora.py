@@ -48,6 +48,12 @@ class LoraConfig:
     return self.alpha / self.rank
 
 
+def init_adapters(model: nn.Module, rng: jax.Array) -> Any:
+  """Fresh adapters of a Decoder built with `lora` (A random, B zero: the adapted model starts as
+  the base); under jax.eval_shape, their tree of shapes."""
+  return model.init({"params": rng}, jnp.zeros((1, 8), jnp.int32))["lora"]
+
+
 def _init_a(key, shape, dtype):
   # PEFT's kaiming_uniform(a=sqrt(5)) on A: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
   bound = shape[0] ** -0.5

@@ -18,7 +18,7 @@ from data import records, stream, tasks
 from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary, train_vocabulary
 from model import lora, sharding
 from model.transformer import Decoder
-from training.checkpoints import Checkpointer, abstract_with_shardings
+from training.checkpoints import Checkpointer, abstract_with_shardings, read_params
 from training.run_info import read_adapters, read_run_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -270,6 +270,9 @@ def test_lora_trains_adapters_only_leaves_the_base_untouched_and_merges_exactly(
   assert pt.main(["--train_fraction", "0.6", "--output", str(prompts)]) == 0
   lines = prompts.read_text().splitlines()[:2]
   prompts.write_text("\n".join(lines) + "\n")
+  # A base step that is gone is an error naming it (what sampling says when the base was deleted).
+  with pytest.raises(FileNotFoundError, match=r"no checkpoint 99 in .*checkpoints \(have \[20\]\)"):
+    read_params(storage.join(pretrained, "checkpoints"), base_after, step=99)
   output = tmp_path / "predictions.jsonl"
   sample_entry.main([f"--checkpoint={model_dir}", f"--prompts={prompts}", f"--output={output}",
                      "--num_samples=2", "--max_decode_length=16", "--batch_size=4"])

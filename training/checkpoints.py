@@ -270,5 +270,17 @@ class Checkpointer:
     self._manager.close()
 
 
+def read_params(directory: str, abstract_params: Any, step: int | None = None) -> tuple[Any, int] | None:
+  """`Checkpointer.restore_params` of another run's checkpoint folder, opened for this read only
+  (fine-tuning's source, a LoRA run's base); a `step` that is not there is a FileNotFoundError."""
+  source = Checkpointer(directory, async_save=False)
+  try:
+    if step is not None and step not in source.steps():
+      raise FileNotFoundError(f"no checkpoint {step} in {directory} (have {source.steps()})")
+    return source.restore_params(abstract_params, step=step)
+  finally:
+    source.close()
+
+
 def abstract_with_shardings(tree: Any, shardings: Any) -> Any:
   return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 import jax
 import numpy as np
 
-from training.checkpoints import CheckpointError, Checkpointer, InputState, abstract_with_shardings
+from training.checkpoints import CheckpointError, Checkpointer, InputState, abstract_with_shardings, read_params
 from training.step import TrainState
 
 if TYPE_CHECKING:
@@ -80,11 +80,8 @@ def initial_state(checkpointer: Checkpointer, abstract: TrainState, shardings: T
     return state, progress, start
   state = init()
   if init_from:  # fine-tuning: another run's parameters, a fresh optimizer and step 0
-    source = Checkpointer(init_from, async_save=False)
-    try:  # the parameters only: the source's optimizer may differ from this run's
-      found = source.restore_params(abstract_with_shardings(abstract.params, shardings.params))
-    finally:
-      source.close()
+    # The parameters only: the source's optimizer may differ from this run's.
+    found = read_params(init_from, abstract_with_shardings(abstract.params, shardings.params))
     if found is None:
       raise CheckpointError(f"train.init_from: no checkpoint in {init_from!r}")
     state = state.replace(params=found[0])

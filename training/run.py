@@ -24,7 +24,7 @@ from model.lora import LoraConfig
 from model.summary import flops_per_token
 from model.transformer import Decoder
 from training import loop
-from training.checkpoints import CheckpointError, Checkpointer, abstract_with_shardings
+from training.checkpoints import CheckpointError, Checkpointer, abstract_with_shardings, read_params
 from training.hooks import Checkpointing, ProgressLog, Validation
 from training.metrics import MetricsWriter
 from training.optimizer import adafactor, adamw, rsqrt_schedule, warmup_linear_decay_schedule
@@ -179,11 +179,7 @@ def restore_pretrained_params(checkpoints: str, model: Decoder, shardings) -> tu
   """The newest good checkpoint's parameters in `checkpoints`, laid out as `shardings`, and its step."""
   import flax.linen as nn
 
-  source = Checkpointer(checkpoints, async_save=False)
-  try:
-    found = source.restore_params(abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), shardings))
-  finally:
-    source.close()
+  found = read_params(checkpoints, abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), shardings))
   if found is None:
     raise CheckpointError(f"train.init_from: no checkpoint in {checkpoints!r}")
   print(f"base parameters from {checkpoints} step {found[1]} (frozen; training LoRA adapters)", flush=True)

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from model import lora
 from model.loss import LossSums, cross_entropy_with_z_loss
 from model.transformer import Decoder, init_params
 
@@ -32,7 +33,7 @@ def init_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax
 
 def init_lora_state(model: Decoder, optimizer: optax.GradientTransformation, rng: jax.Array) -> TrainState:
   """Fresh adapters (A random, B zero: the adapted model starts as the base) and their optimizer."""
-  adapters = model.init({"params": rng}, jnp.zeros((1, 8), jnp.int32))["lora"]
+  adapters = lora.init_adapters(model, rng)
   return TrainState(step=jnp.zeros((), jnp.int32), params=adapters, opt_state=optimizer.init(adapters))
 
 
