@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from evaluation import execution, typed
+from evaluation import batching, execution, typed
 from evaluation.judge import Case, Status, judge
 from evaluation.languages import MODULES, get
 
@@ -132,16 +132,11 @@ def test_attacks_are_contained(language, tmp_path):
   secret = tmp_path / "secret"
   secret.write_text("TOPSECRET-4711\n")
   os.chmod(secret, 0o600)
-  def attack(kind):
-    completion = (attacks[kind].replace("{PORT}", str(server.getsockname()[1]))
-                  .replace("{HOSTDIR}", str(hostdir)).replace("{SECRET}", str(secret)))
-    start = time.monotonic()
-    program = renderer.program(question, completion)
-    result = execution.execute(program, renderer.toolchain, ATTACK_LIMITS)
-    took = time.monotonic() - start
-    outcome = judge(question, result)
-    budget = ATTACK_LIMITS.timeout_s + ATTACK_LIMITS.compile_timeout_s * len(program.compile) + 15
-    assert took < budget, (kind, took)
+  def completion(kind):
+    return (attacks[kind].replace("{PORT}", str(server.getsockname()[1]))
+            .replace("{HOSTDIR}", str(hostdir)).replace("{SECRET}", str(secret)))
+
+  def contained(kind, result, outcome):
     assert outcome.status is not Status.COMPILE_ERROR, (kind, outcome)
     # execute() returns only once no process of the program's uid is left (it raises otherwise).
     assert "TOPSECRET" not in result.stdout + result.stderr, kind
@@ -149,12 +144,40 @@ def test_attacks_are_contained(language, tmp_path):
     assert len(result.stdout) <= ATTACK_LIMITS.max_output_kb << 10
     if kind == "infinite_loop":
       assert outcome.status is Status.TIMEOUT, outcome
-    return result.uid
+
+  def attack(kind):
+    start = time.monotonic()
+    program = renderer.program(question, completion(kind))
+    result = execution.execute(program, renderer.toolchain, ATTACK_LIMITS)
+    took = time.monotonic() - start
+    outcome = judge(question, result)
+    budget = ATTACK_LIMITS.timeout_s + ATTACK_LIMITS.compile_timeout_s * len(program.compile) + 15
+    assert took < budget, (kind, took)
+    contained(kind, result, outcome)
+    return result.uid, outcome
+
+  def batched(kinds):
+    """The same attacks compiled together (those the renderer lets share a build): each runs in its
+    own sandbox from the shared build, is contained alike, and gets the verdict it got alone."""
+    results = batching.execute_all(renderer, [(question, completion(k)) for k in kinds], ATTACK_LIMITS,
+                                   batch_size=len(kinds))
+    outcomes = [judge(question, r) for r in results]
+    for kind, result, outcome in zip(kinds, results, outcomes):
+      contained(kind, result, outcome)
+    return [r.uid for r in results], outcomes
 
   import concurrent.futures
   try:
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      uids = list(pool.map(attack, ATTACKS))
+      alone = list(pool.map(attack, ATTACKS))
+      together = list(pool.map(batched, [ATTACKS[0::2], ATTACKS[1::2]]))
+    kinds = [*ATTACKS[0::2], *ATTACKS[1::2]]
+    uids = [u for u, _ in alone] + [u for us, _ in together for u in us]
+    verdicts = dict(zip(kinds, [o for _, outcomes in together for o in outcomes]))
+    for kind, (_, outcome) in zip(ATTACKS, alone):
+      assert verdicts[kind].status is outcome.status, (kind, verdicts[kind], outcome)
+      if outcome.status is not Status.TIMEOUT:  # how many cases end before a timeout is down to timing
+        assert verdicts[kind].cases == outcome.cases, (kind, verdicts[kind], outcome)
     if os.geteuid() == 0:
       assert not [u for u in uids if execution.survivors(u)], "a sandbox process survived"
   finally:

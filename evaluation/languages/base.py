@@ -38,6 +38,26 @@ class Program:
   run: tuple[str, ...]                          # argv; prints the records
   compile: tuple[tuple[str, ...], ...] = ()     # argv of each compile step, run in order first
   env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  # What this program runs from a shared build (Build below): {path in its box: path in the build's
+  # box}, bound read-only.
+  artefacts: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+  """Many programs of one language compiled in one sandbox (evaluation/batching.py); member k then
+  runs in a sandbox of its own as `runs[k]`, whose `artefacts` name the build's outputs it needs.
+
+  Two kinds. A shared build compiles the members together (one translation unit, crate or
+  module graph): a failed build is read by the renderer's `blamed`, and the members it names are
+  compiled on their own. A build with `reports` compiles each member separately inside one compiler
+  process (javac, mcs): member k's exit status and diagnostics are the files reports[k] names, exactly
+  what the compiler prints for that program alone."""
+  files: Mapping[str, str]                      # the build box's sources
+  compile: tuple[tuple[str, ...], ...]          # argv of each step, run in order
+  runs: tuple[Program, ...]                     # one per member, in the order given to build()
+  env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  reports: tuple[tuple[str, str], ...] = ()     # per member: (exit status file, diagnostics file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +112,23 @@ class Renderer:
   def program(self, question: Question, completion: str) -> Program:
     """The test program: signature_with_docstring + completion + harness over every test case."""
     raise NotImplementedError
+
+  # ---- batched compilation (evaluation/batching.py); a renderer without it compiles one by one ----
+
+  def batchable(self, question: Question, completion: str) -> bool:
+    """Whether this completion may be compiled together with others: only when nothing it can
+    contain reaches another member of the build (what each renderer checks is in its docstring).
+    The others, and any member a failed build blames, are compiled on their own, as `program`."""
+    return False
+
+  def build(self, jobs: Sequence[tuple[Question, str]]) -> Build:
+    """One build of every (question, completion) given; each passed `batchable`."""
+    raise NotImplementedError
+
+  def blamed(self, diagnostics: str, size: int) -> set[int]:
+    """The members (indices into the jobs given to `build`) that a failed shared build's compiler
+    output names; empty when it names none."""
+    return set()
 
 
 # ---- naming helpers shared by renderers -------------------------------------------------------
@@ -159,4 +196,4 @@ def check_type_support(question: Question, supported: Sequence[str]) -> None:
     raise ValueError(f"{question.qid}: types {sorted(missing)} not supported")
 
 
-__all__ = ["Program", "Toolchain", "Renderer", "RECORD_PREFIX", "GENERATION_TEMPLATE", "Type"]
+__all__ = ["Program", "Build", "Toolchain", "Renderer", "RECORD_PREFIX", "GENERATION_TEMPLATE", "Type"]

@@ -14,6 +14,17 @@ Compiling `<bits/stdc++.h>` costs about a second per program, so a precompiled h
 built once on the host (outside the sandbox) into the toolchain cache (`CACHE_DIR`, one directory
 per compiler build and flag set) and bound read-only into the sandbox; g++ silently falls back to
 the plain header when the PCH is missing or does not match.
+
+Batched (evaluation/batching.py): what is left per program after the header is about a tenth of a
+second of code generation and a link, so many programs become one translation unit, each in a
+namespace of its own (`codelm_m<k>`, `#line` naming it `m<k>/main.cpp` for the diagnostics), after
+one copy of the harness, linked once; member k runs as `./main k` in its own sandbox. A completion
+joins only when it is the rest of its function and nothing more (`batchable`): its braces close the
+function exactly at its end, so nothing it holds is at namespace scope; no preprocessor (`#`, `%:`),
+no raw strings or line splices, no attributes, `asm`, `extern` or `_Pragma` (which could place code or
+symbols beyond the function: a constructor, a `malloc` of its own), and no name starting with
+`codelm` (the harness's and the other members'). Inside a function body nothing else reaches another
+member: no definition there has linkage, and no code but its own runs in its sandbox.
 """
 
 from __future__ import annotations
@@ -22,12 +33,13 @@ import hashlib
 import logging
 import math
 import os
+import re
 import shutil
 import subprocess
 import threading
 import time
 
-from evaluation.languages import base
+from evaluation.languages import base, lexing
 from evaluation.typed import Question, Type, default_value
 
 GXX = "/usr/bin/g++"
@@ -139,11 +151,14 @@ def literal(t: Type, value) -> str:
 # as pure ASCII JSON (\uXXXX for everything else, invalid UTF-8 as U+FFFD), so no byte of a value
 # can end a record line.
 _HARNESS = r"""
-#include <cxxabi.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 namespace codelm {
+// Declared here, not through <cxxabi.h> and <sys/wait.h>: in a shared build the harness comes before
+// the completions, which must not see names the prompt's <bits/stdc++.h> does not give them (the
+// declarations match glibc's and libstdc++'s, so a completion that includes those headers still compiles).
+extern "C" std::type_info* __cxa_current_exception_type() noexcept;
+extern "C" char* __cxa_demangle(const char* mangled, char* buffer, std::size_t* length, int* status);
+extern "C" int waitpid(int pid, int* status, int options);
+
 void put(std::string& out, bool v);
 void put(std::string& out, long v);
 void put(std::string& out, double v);
@@ -257,10 +272,10 @@ std::string one_line(std::string text) {
 }
 
 std::string type_of_current_exception() {
-  std::type_info* type = abi::__cxa_current_exception_type();
+  std::type_info* type = __cxa_current_exception_type();
   if (!type) return "unknown";
   int status = 0;
-  char* name = abi::__cxa_demangle(type->name(), nullptr, nullptr, &status);
+  char* name = __cxa_demangle(type->name(), nullptr, nullptr, &status);
   std::string out = status == 0 && name ? name : type->name();
   std::free(name);
   return out;
@@ -330,7 +345,7 @@ void run_case(int idx, std::string (*call)()) {
     record = std::string("exception cannot start the test case: ") + std::strerror(errno);
   } else {
     int status = 0;
-    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
     if (WIFSIGNALED(status)) {
       record = std::string("exception killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
                ::strsignal(WTERMSIG(status)) + ")";
@@ -418,6 +433,21 @@ def _remove_stale(current: str) -> None:
       shutil.rmtree(path, ignore_errors=True)
 
 
+PROMPT_HEAD = "#include <bits/stdc++.h>\nusing namespace std;\n\n"
+# What a completion that shares a build may not hold, outside comments and literals (module docstring).
+REFUSED_WORDS = ("asm", "__asm", "__asm__", "__attribute__", "_Pragma", "__declspec", "extern")
+REFUSED_TEXT = re.compile(r"#|%:|<%|%>|<:|:>|\[\[|\?\?|(?<![\w$])codelm", re.IGNORECASE)
+_BLAMED = re.compile(r"\bm(\d+)/main\.cpp:|\bcodelm_m(\d+)::")
+
+
+def _starts_char_literal(text: str, i: int) -> bool:
+  """A quote after the digits of a number is a digit separator (C++14: 1'000'000), not a literal."""
+  j = i
+  while j > 0 and (text[j - 1].isalnum() or text[j - 1] in "_.'"):
+    j -= 1
+  return not (j < i and (text[j].isdigit() or (text[j] == "." and j + 1 < i and text[j + 1].isdigit())))
+
+
 class Cpp(base.Renderer):
   name = "cpp"
   display_name = "C++"
@@ -428,25 +458,59 @@ class Cpp(base.Renderer):
 
   def signature_with_docstring(self, question: Question) -> str:
     params = ", ".join(f"{type_name(p.type)} {n}" for n, p in zip(self.params(question), question.params))
-    return ("#include <bits/stdc++.h>\nusing namespace std;\n\n" + doc_comment(question.description) +
+    return (PROMPT_HEAD + doc_comment(question.description) +
             f"{type_name(question.return_type)} {self.function_name(question)}({params}) {{\n")
 
   def stub(self, question: Question) -> str:
     return f"  return {type_name(question.return_type)}{{}};\n}}"
 
   def program(self, question: Question, completion: str) -> base.Program:
+    text = (self.signature_with_docstring(question) + completion + "\n" + _HARNESS +
+            f"\nint main() {{\n{self._calls(question)}  return 0;\n}}\n")
+    return base.Program(files={"main.cpp": text}, compile=(self._compile("main.cpp"),), run=("./main",))
+
+  def _calls(self, question: Question) -> str:
     name = self.function_name(question)
     result = qualified_type(question.return_type)
     # One captureless lambda per case (a plain function pointer: run_case is compiled once).
-    calls = "".join(f"  codelm::run_case({idx}, []() {{ return codelm::ok<{result}>({name}({args})); }});\n"
-                    for idx, args in base.render_cases(question, literal))
-    text = (self.signature_with_docstring(question) + completion + "\n" + _HARNESS +
-            f"\nint main() {{\n{calls}  return 0;\n}}\n")
+    return "".join(f"  codelm::run_case({idx}, []() {{ return codelm::ok<{result}>({name}({args})); }});\n"
+                   for idx, args in base.render_cases(question, literal))
+
+  def _compile(self, source: str) -> tuple[str, ...]:
     pch = precompiled_header_dir()
     include = ("-I", pch) if pch else ()
-    return base.Program(files={"main.cpp": text},
-                        compile=((GXX, *CXX_FLAGS, *include, "-o", "main", "main.cpp"),),
-                        run=("./main",))
+    return (GXX, *CXX_FLAGS, *include, "-o", "main", source)
+
+  def batchable(self, question: Question, completion: str) -> bool:
+    if "R\"" in completion:  # a raw string's body is not lexed like a literal
+      return False
+    code = lexing.code_only(completion, char_literal=_starts_char_literal)
+    return (code is not None and lexing.closes_body(code) and not REFUSED_TEXT.search(code)
+            and not lexing.has_word(code, REFUSED_WORDS))
+
+  def build(self, jobs) -> base.Build:
+    """One translation unit: the prompt's head, the harness, then each member's doc comment,
+    signature, completion and its cases in namespace codelm_m<k> (module docstring); `main k` runs
+    member k's cases."""
+    parts = [PROMPT_HEAD, _HARNESS]
+    lines = PROMPT_HEAD.count("\n")
+    for k, (question, completion) in enumerate(jobs):
+      head = self.signature_with_docstring(question)
+      assert head.startswith(PROMPT_HEAD)
+      parts.append(f"namespace codelm_m{k} {{\n#line {lines + 1} \"m{k}/main.cpp\"\n"
+                   f"{head[len(PROMPT_HEAD):]}{completion}\n"
+                   f"void codelm_main() {{\n{self._calls(question)}}}\n}}\n")
+    dispatch = "".join(f"    case {k}: codelm_m{k}::codelm_main(); return 0;\n" for k in range(len(jobs)))
+    parts.append('#line 1 "codelm-batch.cpp"\nint main(int argc, char** argv) {\n'
+                 "  switch (argc == 2 ? std::atoi(argv[1]) : -1) {\n" + dispatch +
+                 "    default: return 2;\n  }\n}\n")
+    runs = tuple(base.Program(files=self.program(question, completion).files, run=("./main", str(k)),
+                              artefacts={"main": "main"})
+                 for k, (question, completion) in enumerate(jobs))
+    return base.Build(files={"batch.cpp": "".join(parts)}, compile=(self._compile("batch.cpp"),), runs=runs)
+
+  def blamed(self, diagnostics: str, size: int) -> set[int]:
+    return {int(a or b) for a, b in _BLAMED.findall(diagnostics)}
 
 
 RENDERER = Cpp()
