@@ -253,14 +253,28 @@ def _write_box(directory: str, files) -> None:
     os.chmod(target, 0o644)
 
 
-def _artefact(build_dir: str, path: str) -> str:
-  """The host path of a build output, refused unless it is a plain file or folder inside the build."""
+def _artefact_binds(build_dir: str, output: str, path: str) -> list[str]:
+  """bwrap arguments binding a build's output read-only at `path` in the box. A folder's files are
+  bound one by one under `path` ("." is the box itself), so a program finds them where its own
+  compile steps would have written them. Only plain files inside the build: a link is refused."""
+  _check_relative(output)
   _check_relative(path)
-  host = os.path.join(build_dir, path)
-  if os.path.islink(host) or not os.path.exists(host) or \
-      os.path.commonpath([os.path.realpath(host), os.path.realpath(build_dir)]) != os.path.realpath(build_dir):
-    raise RuntimeError(f"build output {path!r} is missing or not a plain file inside the build")
-  return host
+  host = os.path.join(build_dir, output)
+  if os.path.islink(host) or not os.path.exists(host):
+    raise RuntimeError(f"build output {output!r} is missing or not a plain file inside the build")
+  if not os.path.isdir(host):
+    return ["--ro-bind", host, os.path.normpath(f"{BOX}/{path}")]
+  args = [] if os.path.normpath(path) == "." else ["--perms", "0755", "--dir", os.path.normpath(f"{BOX}/{path}")]
+  for folder, dirs, files in os.walk(host):
+    for name in dirs + files:
+      if os.path.islink(os.path.join(folder, name)):
+        raise RuntimeError(f"build output {output!r} holds a link, {name!r}")
+    if folder != host:  # else bwrap makes the folder with the mode of the host's first ancestor
+      args += ["--perms", "0755", "--dir", os.path.normpath(f"{BOX}/{path}/{os.path.relpath(folder, host)}")]
+    for name in sorted(files):
+      relative = os.path.relpath(os.path.join(folder, name), host)
+      args += ["--ro-bind", os.path.join(folder, name), os.path.normpath(f"{BOX}/{path}/{relative}")]
+  return args
 
 
 def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, box: str | None = None,
@@ -296,8 +310,7 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, 
             args += ["--perms", "0777", "--dir", f"{BOX}/{parent}"]
           args += ["--perms", "0666", "--file", str(data_fd(text)), f"{BOX}/{path}"]
         for path, output in program.artefacts.items():
-          _check_relative(path)
-          args += ["--ro-bind", _artefact(build_dir, output), f"{BOX}/{path}"]
+          args += _artefact_binds(build_dir, output, path)
       env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": BOX, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
              "LC_ALL": "C.UTF-8", **program.env}
       args += ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]

@@ -95,3 +95,25 @@ def test_toolchain_paths_under_tmp_are_visible(tmp_path):
                          run=(interpreter, "-I", "-S", "p.py"))
   result = execution.execute(program, toolchain)
   assert "the toolchain" in result.stdout, result.stderr
+
+
+def test_a_build_keeps_its_outputs_for_runs_that_bind_them_read_only(tmp_path):
+  """execution.build: the box is a host folder whose outputs stay; execute binds them read-only
+  (a folder's files one by one, "." being the box), and refuses a link among them."""
+  interpreter = PYTHON.program.__globals__["_base_interpreter"]()
+  build = base.Program(files={"src/a.txt": "A"}, run=("true",), compile=(
+      ("/bin/sh", "-c", "mkdir -p out/sub && cp src/a.txt out/sub/a.txt && echo B > out/b.txt"),))
+  result = execution.build(build, PYTHON.toolchain, execution.Limits(), str(tmp_path))
+  assert not result.compile_failed, result.stderr
+  assert (tmp_path / "out" / "sub" / "a.txt").read_text() == "A"
+  probe = ("print(open('sub/a.txt').read() + open('b.txt').read().strip())\n"
+           "try:\n    open('b.txt', 'w')\nexcept OSError as e:\n    print('read-only', e.errno)\n")
+  run = base.Program(files={"probe.py": probe}, run=(interpreter, "-I", "-S", "probe.py"),
+                     artefacts={".": "out"})
+  result = execution.execute(run, PYTHON.toolchain, build_dir=str(tmp_path))
+  assert result.stdout.split("\n")[:2] == ["AB", "read-only 30"], result.stderr  # EROFS
+  os.symlink("/etc/passwd", tmp_path / "out" / "link")
+  with pytest.raises(RuntimeError, match="holds a link"):
+    execution.execute(run, PYTHON.toolchain, build_dir=str(tmp_path))
+  with pytest.raises(ValueError, match="needs the build_dir"):
+    execution.execute(run, PYTHON.toolchain)
