@@ -7,9 +7,10 @@ reference solution; and mean ± std over seeds for a grid of fine-tuning runs.
 P is sample.py's output for data.practical_tasks.prompt_records: `qid`, `sample_id`, `code` (the text
 generated after the problem's prompt). Each completion is cut where its function ends, appended to
 the prompt and run in the bubblewrap sandbox (evaluation/execution.py) with numpy and pandas
-importable, every unit test in its own try block. DIR/results.jsonl gets one line per prediction as
-it finishes, so a killed run resumes (evaluation/score.py's rules); DIR/metrics.json holds, overall
-and per category (a problem counts in each of its categories): problems, pass@1 (mean over problems
+importable, every unit test in its own try block. Scoring is evaluation/resumable.py's loop, the one
+every benchmark shares: DIR/results.jsonl gets one line per prediction as it finishes, so a killed
+run resumes, and completions of a problem that are the same once cut run once; a malformed line is
+reported with its file:line and the others scored. DIR/metrics.json holds, overall and per category (a problem counts in each of its categories): problems, pass@1 (mean over problems
 of c/n, in %), tests_passed (% of the unit tests of every sample), BLEU and CodeBLEU (0-100) of each
 problem's first sample.
 
@@ -23,13 +24,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
 import dataclasses
 import functools
-import hashlib
 import importlib.metadata
 import io
-import json
 import math
 import os
 import secrets
@@ -38,12 +36,12 @@ import tokenize
 from collections.abc import Iterable, Mapping, Sequence
 
 from data.practical_tasks import Problem
-from evaluation import execution
+from evaluation import execution, resumable
 from evaluation.languages import base
 from evaluation.languages.python import RENDERER as PYTHON
 from evaluation.passk import mean_pass_at_k
+from evaluation.resumable import Prediction
 import storage
-from storage import exclusive_output, parse_line
 
 # Wheels of the packages the tasks import; their install requirements (not extras) come along.
 PACKAGES = ("numpy", "pandas")
@@ -268,55 +266,53 @@ def run_problem(problem: Problem, completion: str, limits: execution.Limits = ex
           "run_s": round(run.runtime_s, 3) if run else None}
 
 
-# ---- scoring a predictions file ----------------------------------------------------------------
+# ---- scoring a predictions file: evaluation/resumable.py's loop ---------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class Prediction:
-  qid: str
-  sample_id: int
-  code: str         # the completion
-  line: int         # in the predictions file
+def read_predictions(path: str, problems: Mapping[str, Problem]) -> tuple[list[Prediction], list[str]]:
+  """The valid predictions of a sample.py output and one message per line that is not one (file:line:
+  malformed, unknown qid, not Python, a second prediction for one sample): the shared reader."""
 
-  @property
-  def key(self) -> tuple[str, int]:
-    return self.qid, self.sample_id
-
-  @property
-  def code_sha1(self) -> str:
-    return hashlib.sha1(self.code.encode()).hexdigest()
-
-
-def read_predictions(path: str, problems: Mapping[str, Problem]) -> list[Prediction]:
-  """Every prediction of a sample.py output; a line that is not one (malformed, unknown qid, not
-  Python, a second prediction for one sample) is a ValueError naming file:line. A prediction without
-  a sample_id gets its index among its problem's predictions."""
-  predictions, seen = [], set()
-  count: collections.Counter = collections.Counter()
-  for number, line in storage.read_jsonl_lines(path):
-    where = f"{path}:{number}"
-    record = parse_line(line, where)
-    if not isinstance(record.get("qid"), (str, int)) or not isinstance(record.get("code"), str):
-      raise ValueError(f"{where}: a prediction needs a qid and code (a string)")
+  def resolve(record: dict) -> tuple[str, str]:
     qid = str(record["qid"])
     if qid not in problems:
-      raise ValueError(f"{where}: unknown qid {qid!r} (not among the problems given)")
-    if record.get("language", "python").lower() != "python":
-      raise ValueError(f"{where}: language {record['language']!r}; practical tasks are Python")
-    sample_id = record.get("sample_id", count[qid])
-    if type(sample_id) is not int:
-      raise ValueError(f"{where}: sample_id must be an integer, got {json.dumps(sample_id)[:40]}")
-    if (qid, sample_id) in seen:
-      raise ValueError(f"{where}: a second prediction for {qid} sample {sample_id}")
-    seen.add((qid, sample_id))
-    count[qid] += 1
-    predictions.append(Prediction(qid, sample_id, record["code"], number))
-  return predictions
+      raise ValueError(f"unknown qid {qid!r} (not among the problems given)")
+    language = record.get("language", "python")
+    if not isinstance(language, str) or language.lower() != "python":
+      raise ValueError(f"language {language!r}; practical tasks are Python")
+    return "python", qid
+
+  return resumable.read_predictions(path, resolve)
 
 
-def read_results(path: str) -> dict[tuple[str, int], dict]:
-  """Records already in results.jsonl by (qid, sample_id), the later line winning; a torn last line
-  is cut off, any other unreadable line ignored (that prediction is scored again)."""
-  return storage.read_results(path, lambda r: (r["qid"], r["sample_id"]))
+def read_results(path: str) -> dict[tuple[str, str, int | str], dict]:
+  """Records already in results.jsonl by (language, qid, sample_id), the later line winning; a torn
+  last line is cut off, any other unreadable line ignored (that prediction is scored again)."""
+  return storage.read_results(path, PracticalBenchmark.result_key)
+
+
+class PracticalBenchmark(resumable.Benchmark):
+  """Practical tasks for the shared scorer: a program is the prompt plus the completion as
+  completion_code cuts it (so completions that differ only after the function share a run)."""
+  command = "evaluation.practical"
+
+  def __init__(self, problems: Mapping[str, Problem], limits: execution.Limits):
+    self.problems, self.limits = problems, limits
+
+  @staticmethod
+  def result_key(record: dict) -> tuple:
+    # Results written before the shared loop carry no language: they are all Python.
+    return record.get("language", "python"), record["qid"], record["sample_id"]
+
+  def program(self, prediction: Prediction) -> str:
+    return completion_code(self.problems[prediction.qid], prediction.code)
+
+  def run(self, unit, stats):
+    version = execution.toolchain_version(toolchain())
+    stats.alone += len(unit)  # interpreted: nothing to build
+    return [{**run_problem(self.problems[p.qid], p.code, self.limits), "toolchain": version} for p in unit]
+
+  def summarise(self, predictions, results) -> dict:
+    return metrics(list(self.problems.values()), predictions, results)
 
 
 def group_metrics(problems: Sequence[Problem], records: Mapping[str, list[dict]],
@@ -368,10 +364,9 @@ def score_predictions(predictions_path: str, problems: Mapping[str, Problem], ou
                       progress: bool = False) -> dict:
   """Score the predictions not yet in output_dir/results.jsonl, then write output_dir/metrics.json.
   Every problem of `problems` needs a prediction (a ValueError counts and names the missing ones):
-  metrics over a silently smaller set of problems would not compare across runs."""
-  from tqdm import tqdm
-
-  predictions = read_predictions(predictions_path, problems)
+  metrics over a silently smaller set of problems would not compare across runs. A malformed line is
+  reported in metrics.json's invalid_predictions (file:line) and the others are scored."""
+  predictions, invalid = read_predictions(predictions_path, problems)
   predicted = {p.qid for p in predictions}
   missing = [qid for qid in problems if qid not in predicted]
   if missing:
@@ -380,38 +375,15 @@ def score_predictions(predictions_path: str, problems: Mapping[str, Problem], ou
   lacking = execution.missing(toolchain())
   if lacking:
     raise RuntimeError(f"cannot run the practical tasks' sandbox: missing {', '.join(lacking)}")
-  storage.makedirs(output_dir)
-  results_path = storage.join(output_dir, "results.jsonl")
-  with exclusive_output(results_path, "evaluation.practical"):
-    results = read_results(results_path)
-    todo = [p for p in predictions if results.get(p.key, {}).get("code_sha1") != p.code_sha1]
-    failures: list[str] = []
-    version = execution.toolchain_version(toolchain())
-    pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
-    try:
-      with storage.JsonlAppender(results_path) as out, \
-           tqdm(total=len(todo), unit="prog", desc="scoring", disable=not progress) as bar:
-        futures = {pool.submit(run_problem, problems[p.qid], p.code, limits): p for p in todo}
-        for future in concurrent.futures.as_completed(futures):
-          p = futures[future]
-          bar.update()
-          try:
-            outcome = future.result()
-          except Exception as error:  # noqa: BLE001 - one prediction never stops the others
-            failures.append(f"{predictions_path}:{p.line}: {p.qid} sample {p.sample_id} could not be "
-                            f"scored: {type(error).__name__}: {error}")
-            continue
-          record = {"qid": p.qid, "sample_id": p.sample_id, **outcome, "toolchain": version,
-                    "code_sha1": p.code_sha1}
-          out.write(record)  # one write per line: a kill tears at most the last
-          results[p.key] = record
-    finally:  # on an interrupt, start no more sandboxes
-      pool.shutdown(wait=True, cancel_futures=True)
-    values = {"predictions": storage.resolve(predictions_path), "limits": dataclasses.asdict(limits),
-              "toolchain": version, "scored_now": len(todo) - len(failures),
-              **metrics(list(problems.values()), predictions, results),
-              "unscored_predictions": failures}
-    storage.write_json(storage.join(output_dir, "metrics.json"), values)
+  scorer = PracticalBenchmark(problems, limits)
+  results, report = resumable.score_predictions(scorer, predictions, output_dir, workers, progress=progress,
+                                                source=predictions_path)
+  scoring = report.as_dict()
+  values = {"predictions": storage.resolve(predictions_path), "limits": dataclasses.asdict(limits),
+            "toolchain": execution.toolchain_version(toolchain()), "scored_now": scoring["scored_now"],
+            **scorer.summarise(predictions, results), "invalid_predictions": invalid,
+            "unscored_predictions": report.unscored, "scoring": scoring}
+  storage.write_json(storage.join(output_dir, "metrics.json"), values)
   return values
 
 
@@ -542,9 +514,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers < 1:
       raise ValueError(f"--workers must be at least 1, got {args.workers}")
     dataset = {p.problem_id: p for p in load_problems(args.dataset)}
-    # The dataset may hold more than was sampled (a test split): score the predicted problems,
-    # each of which must be in the dataset (read_predictions names the file:line of one that is not).
-    predicted = {p.qid for p in read_predictions(args.predictions, dataset)}
+    # The dataset may hold more than was sampled (a test split): score the predicted problems (a
+    # line naming a problem the dataset lacks is reported with its file:line, the others scored).
+    predicted = {p.qid for p in read_predictions(args.predictions, dataset)[0]}
+    if not predicted:
+      raise ValueError(f"{args.predictions}: no valid prediction for a problem of {args.dataset}")
     problems = {qid: p for qid, p in dataset.items() if qid in predicted}
     values = score_predictions(args.predictions, problems, args.output_dir, args.workers,
                                execution.Limits(timeout_s=args.timeout), progress=True)
@@ -552,7 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"error: {error}", file=sys.stderr)
     return 2
   print(table(values))
-  print(f"\nscored now: {values['scored_now']}")
+  print(f"\nscored now: {values['scored_now']} ({values['scoring']['duplicates_reused']} by a duplicate's run)")
+  for message in values["invalid_predictions"][:20]:
+    print(f"invalid prediction: {message}", file=sys.stderr)
   for message in values["unscored_predictions"][:20]:
     print(message)
   return 0

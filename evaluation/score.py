@@ -1,7 +1,8 @@
 """Score predictions in 12 languages: compile and run each in the sandbox, pass@k per language.
 
   python -m evaluation.score --predictions PREDICTIONS.jsonl --benchmark humaneval --output DIR \
-      [--languages all|python,cpp,...] [--workers N] [--timeout S] [--memory_mb M] [--k 1,10,100]
+      [--languages all|python,cpp,...] [--workers N] [--batch_size 32] [--timeout S] [--memory_mb M] \
+      [--k 1,10,100] [--runner DirectRunner|DataflowRunner|FlinkRunner|SparkRunner [Beam options]]
 
 PREDICTIONS is sample.py's output for prompts from `python -m evaluation.prompts humaneval`: one line
 per sample with `qid`, `language`, `sample_id` and `code` (the completion). Each prediction becomes
@@ -9,58 +10,45 @@ the language's test program (evaluation/languages/): the prompt's signature, the
 harness that prints each test case's returned value; evaluation/judge.py compares the values with the
 expected outputs outside the sandbox (evaluation/execution.py).
 
-DIR/results.jsonl gets one line per prediction as it finishes (status passed / failed /
-compile_error / error / timeout, the outcome of every test case, runtime, toolchain version), each
-written and flushed whole, so a killed run resumes: a rerun skips the (language, qid, sample_id)
-triples already scored with the same code and drops a torn last line. DIR/metrics.json holds, per
-language, pass@k by the unbiased estimator (k no larger than the samples per problem) and the paper's
-columns: % error (compile or runtime error outside the test cases), % failed test, % passed, % passed
-at least one test but failed, mean % tests passed, % timed out. A malformed prediction line is
-reported with its line number and skipped; the other predictions are scored. Dart and Julia are
-listed as not evaluated (no toolchain in any reachable registry).
-"""
+The scoring loop is evaluation/resumable.py's: DIR/results.jsonl gets one line per prediction as it
+finishes (status passed / failed / compile_error / error / timeout, the outcome of every test case,
+runtime, toolchain version), each written and flushed whole, so a killed run resumes: a rerun skips
+the (language, qid, sample_id) triples already scored with the same code and drops a torn last line.
+Identical programs (language, problem, completion) run once and share their verdict; a compiled
+language's programs are compiled `--batch_size` at a time in one build (evaluation/batching.py;
+1 compiles each alone) and each runs in its own sandbox. With `--runner`, the same scoring runs as an
+Apache Beam pipeline on that runner's workers (evaluation/beam_scoring.py) and writes the same files.
 
+DIR/metrics.json holds, per language, pass@k by the unbiased estimator (k no larger than the samples
+per problem) and the paper's columns: % error (compile or runtime error outside the test cases),
+% failed test, % passed, % passed at least one test but failed, mean % tests passed, % timed out; and
+under "scoring", what the run did (programs executed, duplicates reused, builds). A malformed
+prediction line is reported with its line number and skipped; the other predictions are scored.
+Dart and Julia are listed as not evaluated (no toolchain in any reachable registry).
+"""
 from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
 import dataclasses
-import hashlib
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from evaluation import execution, typed
+from evaluation import batching, execution, resumable, typed
 from evaluation.judge import Status, judge
 from evaluation.languages import MODULES, NOT_EVALUATED, get
 from evaluation.passk import mean_pass_at_k
+from evaluation.resumable import Prediction
 import storage
-from storage import OutputLocked, exclusive_output, parse_line
+from storage import OutputLocked
 from data.languages import BY_NAME, LANGUAGES
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 BENCHMARKS = {"humaneval": os.path.join(DATA, "humaneval_typed.jsonl")}
 EVALUATED = tuple(l.name for l in LANGUAGES if l.name in MODULES)  # the paper's order
 DEFAULT_K = (1, 10, 100)
-
-
-@dataclasses.dataclass(frozen=True)
-class Prediction:
-  qid: str
-  sample_id: int | str
-  language: str     # codelm's name ("cpp")
-  code: str
-  line: int         # in the predictions file
-
-  @property
-  def key(self) -> tuple[str, str, int | str]:
-    return self.language, self.qid, self.sample_id
-
-  @property
-  def code_sha1(self) -> str:
-    return hashlib.sha1(self.code.encode()).hexdigest()
 
 
 def load_benchmark(benchmark: str) -> dict[str, typed.Question]:
@@ -92,73 +80,74 @@ def parse_languages(value: str) -> list[str]:
 
 def read_predictions(path: str, questions: Mapping[str, typed.Question]
                      ) -> tuple[list[Prediction], list[str]]:
-  """The valid predictions, and one message per line that is not (file:line: why).
-
-  A qid may be the benchmark's id or its last part ("HumanEval/12" or "12"). A prediction without a
-  sample_id gets its index among its (language, qid) predictions, as BabelCode numbers them.
-  """
+  """The valid predictions, and one message per line that is not (file:line: why): the shared
+  reader (evaluation/resumable.py). A qid may be the benchmark's id or its last part ("HumanEval/12"
+  or "12"); the language any spelling of a scoring language's name."""
   aliases = {qid.rsplit("/", 1)[-1]: qid for qid in questions}
-  predictions, invalid, seen = [], [], set()
-  count: collections.Counter = collections.Counter()
-  for number, line in storage.read_jsonl_lines(path, warn=invalid.append):
-    where = f"{path}:{number}"
-    try:
-      record = parse_line(line, where)
-    except ValueError as error:
-      invalid.append(str(error))
-      continue
-    try:
-      missing = [k for k in ("qid", "language", "code") if k not in record]
-      if missing:
-        raise ValueError(f"a prediction needs qid, language and code; missing {missing}")
-      if not isinstance(record["code"], str):
-        raise ValueError(f"code must be a string, got {type(record['code']).__name__}")
-      if not isinstance(record["qid"], (str, int)) or not isinstance(record["language"], str):
-        raise ValueError("qid must be a string and language a string")
-      language = language_name(record["language"])
-      qid = str(record["qid"])
-      qid = qid if qid in questions else aliases.get(qid)
-      if qid is None:
-        raise ValueError(f"unknown qid {record['qid']!r}")
-      sample_id = record.get("sample_id", count[(language, qid)])
-      if type(sample_id) not in (int, str):
-        raise ValueError(f"sample_id must be an int or a string, got {json.dumps(sample_id)[:40]}")
-      if (language, qid, sample_id) in seen:
-        raise ValueError(f"a second prediction for {language} {qid} sample {sample_id!r}")
-      count[(language, qid)] += 1
-    except ValueError as error:
-      invalid.append(f"{where}: {error}")
-      continue
-    seen.add((language, qid, sample_id))
-    predictions.append(Prediction(qid, sample_id, language, record["code"], number))
-  return predictions, invalid
+
+  def resolve(record: dict) -> tuple[str, str]:
+    if not isinstance(record.get("language"), str):
+      raise ValueError("a prediction needs a language (a string)")
+    language = language_name(record["language"])
+    qid = str(record["qid"])
+    qid = qid if qid in questions else aliases.get(qid)
+    if qid is None:
+      raise ValueError(f"unknown qid {record['qid']!r}")
+    return language, qid
+
+  return resumable.read_predictions(path, resolve)
 
 
 def read_results(path: str) -> dict[tuple, dict]:
   """Results already in `path` by (language, qid, sample_id); the later of two lines wins. A torn last
   line (a kill mid-write) is cut off; any other unreadable line is ignored (that prediction is
   scored again)."""
-  statuses = {s.value for s in Status}
-  return storage.read_results(path, lambda r: (r["language"], r["qid"], r["sample_id"])
-                              if r["status"] in statuses else None)
+  return storage.read_results(path, TypedBenchmark.result_key)
 
 
-def score_one(prediction: Prediction, question: typed.Question, limits: execution.Limits) -> dict:
-  """The results.jsonl record for one prediction."""
-  renderer = get(prediction.language)
-  program = renderer.program(question, prediction.code)
-  result = execution.execute(program, renderer.toolchain, limits)
+def verdict(question: typed.Question, result: execution.Execution, toolchain: str) -> dict:
+  """A results.jsonl record's verdict fields for one execution."""
   outcome = judge(question, result)
   run = result.run
-  return {"language": prediction.language, "qid": prediction.qid, "sample_id": prediction.sample_id,
-          "status": outcome.status.value, "cases": [c.value for c in outcome.cases],
+  return {"status": outcome.status.value, "cases": [c.value for c in outcome.cases],
           "tests_passed": outcome.tests_passed, "num_tests": len(outcome.cases),
           "detail": outcome.detail[:1000],
           "compile_s": round(sum(s.runtime_s for s in result.compile), 3),
           "run_s": round(run.runtime_s, 3) if run else None,
-          "output_truncated": result.output_truncated,
-          "toolchain": execution.toolchain_version(renderer.toolchain),
-          "code_sha1": prediction.code_sha1}
+          "output_truncated": result.output_truncated, "toolchain": toolchain}
+
+
+class TypedBenchmark(resumable.Benchmark):
+  """Typed questions (evaluation/typed.py) in any scoring language: each prediction becomes the
+  language's test program (evaluation/languages/), a unit of them is compiled in one build where the
+  language batches (evaluation/batching.py), and the judge compares values outside the sandbox."""
+  command = "evaluation.score"
+
+  def __init__(self, questions: Mapping[str, typed.Question], limits: execution.Limits = execution.Limits(),
+               ks: Sequence[int] = DEFAULT_K):
+    self.questions, self.limits, self.ks = questions, limits, tuple(ks)
+
+  @staticmethod
+  def result_key(record: dict) -> tuple | None:
+    statuses = {s.value for s in Status}
+    return (record["language"], record["qid"], record["sample_id"]) if record["status"] in statuses else None
+
+  def run(self, unit, stats):
+    renderer = get(unit[0].language)
+    jobs = [(self.questions[p.qid], p.code) for p in unit]
+    executions = batching.execute_all(renderer, jobs, self.limits, batch_size=len(unit), stats=stats)
+    version = execution.toolchain_version(renderer.toolchain)
+    return [verdict(question, result, version) for (question, _), result in zip(jobs, executions)]
+
+  def summarise(self, predictions, results) -> dict:
+    out: dict = {"languages": [], "toolchains": {}}
+    present = sorted({p.language for p in predictions}, key=list(BY_NAME).index)
+    for name in present:
+      records = [results[p.key] for p in predictions if p.language == name and p.key in results]
+      out[name] = language_metrics(records, self.ks)
+      out["languages"].append(name)
+      out["toolchains"][name] = execution.toolchain_version(get(name).toolchain)
+    return out
 
 
 def language_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict:
@@ -192,14 +181,27 @@ def language_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict:
 
 def score(predictions_path: str, benchmark: str, output_dir: str, languages: Sequence[str] | None = None,
           workers: int | None = None, limits: execution.Limits = execution.Limits(),
-          ks: Sequence[int] = DEFAULT_K, progress: bool = True) -> dict:
+          ks: Sequence[int] = DEFAULT_K, progress: bool = True,
+          batch_size: int = batching.DEFAULT_BATCH_SIZE) -> dict:
   """Scores the predictions not yet in output_dir/results.jsonl, then writes metrics.json."""
-  from tqdm import tqdm
-
   questions = load_benchmark(benchmark)
   predictions, invalid = read_predictions(predictions_path, questions)
+  runnable, not_evaluated = runnable_languages(predictions, languages)
+  mine = [p for p in predictions if p.language in runnable]
+  scorer = TypedBenchmark(questions, limits, ks)
+  results, report = resumable.score_predictions(scorer, mine, output_dir, workers, batch_size, progress,
+                                                source=predictions_path)
+  metrics = write_metrics(scorer, benchmark, predictions_path, output_dir, mine, results, report, invalid,
+                          not_evaluated)
+  return metrics
+
+
+def runnable_languages(predictions: Sequence[Prediction], languages: Sequence[str] | None
+                       ) -> tuple[list[str], dict[str, str]]:
+  """The wanted languages that have predictions and a toolchain here, and why the others are not
+  evaluated (Dart and Julia always; a language whose toolchain is missing)."""
   wanted = list(languages or EVALUATED)
-  present = sorted({p.language for p in predictions}, key=lambda n: list(BY_NAME).index(n))
+  present = {p.language for p in predictions}
   missing_toolchain = {}
   for name in wanted:
     if name in present and name not in NOT_EVALUATED:
@@ -207,46 +209,22 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
       if lacking:
         missing_toolchain[name] = f"missing {', '.join(lacking)}; run `make toolchains`"
   runnable = [n for n in wanted if n in present and n not in missing_toolchain and n not in NOT_EVALUATED]
-  storage.makedirs(output_dir)
-  results_path = storage.join(output_dir, "results.jsonl")
-  with exclusive_output(results_path, "evaluation.score"):  # one scorer per output folder at a time
-    mine = [p for p in predictions if p.language in runnable]
-    results = read_results(results_path)
-    todo = [p for p in mine if results.get(p.key, {}).get("code_sha1") != p.code_sha1]
-    failures: list[str] = []
-    pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
-    try:
-      with storage.JsonlAppender(results_path) as out, \
-           tqdm(total=len(todo), unit="prog", desc="scoring", disable=not progress,
-                smoothing=0.05) as bar:
-        futures = {pool.submit(score_one, p, questions[p.qid], limits): p for p in todo}
-        for future in concurrent.futures.as_completed(futures):
-          p = futures[future]
-          try:
-            record = future.result()
-          except Exception as error:  # noqa: BLE001 - one prediction never stops the others
-            failures.append(f"{predictions_path}:{p.line}: {p.language} {p.qid} sample "
-                            f"{p.sample_id!r} could not be scored: {type(error).__name__}: {error}")
-            bar.update()
-            continue
-          out.write(record)  # one write per line: a kill tears at most the last
-          results[p.key] = record
-          bar.update()
-    finally:  # on an interrupt, start no more sandboxes
-      pool.shutdown(wait=True, cancel_futures=True)
-    metrics: dict = {"benchmark": benchmark, "predictions": storage.resolve(predictions_path),
-                     "limits": dataclasses.asdict(limits), "scored_now": len(todo) - len(failures),
-                     "languages": [], "toolchains": {}}
-    for name in runnable:
-      records = [results[p.key] for p in mine if p.language == name and p.key in results]
-      metrics[name] = language_metrics(records, ks)
-      metrics["languages"].append(name)
-      metrics["toolchains"][name] = execution.toolchain_version(get(name).toolchain)
-    metrics["not_evaluated"] = {**{n: NOT_EVALUATED[n] for n in NOT_EVALUATED}, **missing_toolchain}
-    metrics["invalid_predictions"] = invalid
-    metrics["unscored_predictions"] = failures
-    storage.write_atomic(storage.join(output_dir, "metrics.json"), json.dumps(metrics, indent=2) + "\n")
-    return metrics
+  return runnable, {**NOT_EVALUATED, **missing_toolchain}
+
+
+def write_metrics(scorer: TypedBenchmark, benchmark: str, predictions_path: str, output_dir: str,
+                  predictions: Sequence[Prediction], results: Mapping[tuple, dict],
+                  report: resumable.Report, invalid: Sequence[str], not_evaluated: Mapping[str, str]) -> dict:
+  """metrics.json: per language pass@k and the paper's columns, what was left out and why, and what
+  this run did (executions saved by running each distinct program once, batching)."""
+  scoring = report.as_dict()
+  metrics: dict = {"benchmark": benchmark, "predictions": storage.resolve(predictions_path),
+                   "limits": dataclasses.asdict(scorer.limits), "scored_now": scoring["scored_now"],
+                   **scorer.summarise(predictions, results), "not_evaluated": dict(not_evaluated),
+                   "invalid_predictions": list(invalid), "unscored_predictions": list(report.unscored),
+                   "scoring": scoring}
+  storage.write_atomic(storage.join(output_dir, "metrics.json"), json.dumps(metrics, indent=2) + "\n")
+  return metrics
 
 
 COLUMNS = (("percent_error", "% error"), ("percent_failed_test", "% failed test"),
@@ -272,7 +250,10 @@ def table(metrics: dict) -> str:
 
 
 def summary(metrics: dict) -> str:
-  lines = [table(metrics), "", f"scored now: {metrics['scored_now']}"]
+  scoring = metrics["scoring"]
+  lines = [table(metrics), "", f"scored now: {metrics['scored_now']} predictions with "
+           f"{scoring['programs_executed']} executions ({scoring['duplicates_reused']} duplicates reused, "
+           f"{scoring['executions_saved_percent']:g}% saved)"]
   for message in metrics["invalid_predictions"][:20]:
     lines.append(f"invalid prediction: {message}")
   for message in metrics["unscored_predictions"][:20]:
@@ -291,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--output", required=True, help="directory for results.jsonl and metrics.json")
   parser.add_argument("--languages", default="all", help="all, or a comma-separated list")
   parser.add_argument("--workers", type=int, default=os.cpu_count(), help="sandboxes at a time")
+  parser.add_argument("--batch_size", type=int, default=batching.DEFAULT_BATCH_SIZE,
+                      help="programs of a compiled language built together (1: each alone)")
   parser.add_argument("--timeout", type=float, default=execution.Limits.timeout_s,
                       help="wall-clock seconds of each program's run step")
   parser.add_argument("--memory_mb", type=int, default=execution.Limits.memory_mb,
@@ -301,12 +284,14 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     if args.workers < 1:
       raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    if args.batch_size < 1:
+      raise ValueError(f"--batch_size must be at least 1, got {args.batch_size}")
     ks = [int(k) for k in args.k.split(",")]
     if any(k < 1 for k in ks):
       raise ValueError(f"--k values must be positive, got {args.k}")
     limits = execution.Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
     metrics = score(args.predictions, args.benchmark, args.output, parse_languages(args.languages),
-                    args.workers, limits, ks)
+                    args.workers, limits, ks, batch_size=args.batch_size)
   except (ValueError, OSError, OutputLocked) as error:
     print(f"error: {error}", file=sys.stderr)
     return 2

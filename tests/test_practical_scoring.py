@@ -179,12 +179,15 @@ def test_prediction_file_errors_name_the_file(tmp_path):
   with pytest.raises(ValueError, match=r"one\.jsonl: no prediction for 1 of 2 problems: p1"):
     practical.score_predictions(only_one, PROBLEMS, str(tmp_path / "out"))
   unknown = write_predictions(tmp_path / "unknown.jsonl",
-                              [{"qid": "n1", "code": ""}, {"qid": "zz", "code": ""}])
-  with pytest.raises(ValueError, match=r"unknown\.jsonl:2: unknown qid 'zz'"):
-    practical.read_predictions(unknown, PROBLEMS)
+                              [{"qid": "n1", "code": ""}, {"qid": "zz", "code": ""}, {"qid": "p1", "code": 3},
+                               {"qid": "p1", "language": "Rust", "code": ""}])
+  predictions, invalid = practical.read_predictions(unknown, PROBLEMS)
+  assert [p.qid for p in predictions] == ["n1"]
+  assert invalid[0].endswith("unknown.jsonl:2: unknown qid 'zz' (not among the problems given)")
+  assert "unknown.jsonl:3: code must be a string" in invalid[1] and "unknown.jsonl:4: language 'Rust'" in invalid[2]
   twice = write_predictions(tmp_path / "twice.jsonl", [{"qid": "n1", "sample_id": 0, "code": ""}] * 2)
-  with pytest.raises(ValueError, match=r"twice\.jsonl:2: a second prediction"):
-    practical.read_predictions(twice, PROBLEMS)
+  predictions, invalid = practical.read_predictions(twice, PROBLEMS)
+  assert len(predictions) == 1 and "twice.jsonl:2: a second prediction for python n1 sample 0" in invalid[0]
 
 
 def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, capsys):
@@ -193,16 +196,18 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
     for p in (PANDAS, NUMPY, PLAIN):
       f.write(json.dumps({"problem_id": p.problem_id, "intent": p.intent, "code": p.code,
                           "tests": list(p.tests), "categories": list(p.categories)}) + "\n")
-  bad = write_predictions(tmp_path / "bad.jsonl", [{"qid": "n1", "code": ""}, {"qid": "nope", "code": ""}])
   flags = ["--dataset", str(dataset), "--output_dir", str(tmp_path / "o")]
-  assert practical.main(["--predictions", bad, *flags]) == 2
-  assert "bad.jsonl:2: unknown qid 'nope'" in capsys.readouterr().err
+  none = write_predictions(tmp_path / "none.jsonl", [{"qid": "nope", "code": ""}])
+  assert practical.main(["--predictions", none, *flags]) == 2
+  assert "none.jsonl: no valid prediction" in capsys.readouterr().err
   if execution.missing(practical.toolchain()):
     return
-  good = write_predictions(tmp_path / "good.jsonl", [{"qid": "n1", "code": NUMPY.body}])
-  assert practical.main(["--predictions", good, *flags, "--workers", "1"]) == 0
-  out = capsys.readouterr().out
-  assert "| overall | 1 | 100.0 | 100.0 |" in out and "| numpy | 1 |" in out and "pandas" not in out
+  bad = write_predictions(tmp_path / "bad.jsonl", [{"qid": "n1", "code": NUMPY.body}, {"qid": "nope", "code": ""}])
+  assert practical.main(["--predictions", bad, *flags, "--workers", "1"]) == 0
+  captured = capsys.readouterr()
+  assert "bad.jsonl:2: unknown qid 'nope'" in captured.err
+  assert "| overall | 1 | 100.0 | 100.0 |" in captured.out and "| numpy | 1 |" in captured.out
+  assert "pandas" not in captured.out
 
 
 def _metrics(pass_at_1: float, categories: dict[str, float], bleu: float = 10.0) -> dict:
@@ -232,3 +237,18 @@ def test_summarise_mean_and_sample_std_over_seeds(tmp_path):
   assert (tmp_path / "pass_at_1_by_category.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   with pytest.raises(ValueError, match="two cells for train fraction 0.4, seed 0"):
     practical.summarise(cells + [(0.4, 0, _metrics(1, {}))])
+
+
+@needs_sandbox
+def test_completions_that_are_the_same_once_cut_share_one_run(tmp_path):
+  """The shared loop (evaluation/resumable.py): practical tasks run each distinct cut program once."""
+  same = [NUMPY.body, NUMPY.body + "\n\nprint(normalize([[1, 2]]))  # example usage\n", NUMPY.body + "\n# done\n"]
+  records = [{"qid": "n1", "sample_id": i, "code": code} for i, code in enumerate(same)]
+  records.append({"qid": "p1", "sample_id": 0, "code": PANDAS.body})
+  path = write_predictions(tmp_path / "p.jsonl", records)
+  values = practical.score_predictions(path, PROBLEMS, str(tmp_path / "out"), workers=2, limits=LIMITS)
+  assert values["scoring"]["programs_executed"] == 2 and values["scoring"]["duplicates_reused"] == 2
+  assert values["overall"]["pass@1"] == 100
+  with open(tmp_path / "out" / "results.jsonl") as f:
+    results = [json.loads(line) for line in f]
+  assert len(results) == 4 and len({r["program_sha1"] for r in results if r["qid"] == "n1"}) == 1

@@ -141,15 +141,51 @@ def test_metrics_per_language_and_resume(tmp_path, monkeypatch):
   table = score.table(metrics)
   assert "| Python |" in table and "not evaluated" in table
 
-  # A rerun scores nothing again; a torn last line is dropped and that prediction rescored.
+  # Each sample of a correct solution appears twice (sample 0 and 1, the same code): run once.
+  assert metrics["scoring"]["programs_executed"] == len(PYTHON["correct"]) + wrong
+  assert metrics["scoring"]["duplicates_reused"] == len(PYTHON["correct"])
+
+  # A rerun scores nothing again; a torn last line is dropped and that prediction rescored (from
+  # its twin's verdict when the twin is in the results, else by running it).
   path = tmp_path / "out" / "results.jsonl"
-  data = path.read_bytes()
-  path.write_bytes(data[:-20])
+  lines = path.read_bytes().splitlines(keepends=True)
+  path.write_bytes(b"".join(lines[:-1]) + lines[-1][:-20])
   calls = []
-  original = score.score_one
-  monkeypatch.setattr(score, "score_one", lambda *a: calls.append(a[0].key) or original(*a))
+  original = score.batching.execute_all
+  monkeypatch.setattr(score.batching, "execute_all", lambda r, jobs, *a, **k: calls.extend(jobs) or original(r, jobs, *a, **k))
   again = run(tmp_path, records, ks=(1, 2))
-  assert len(calls) == 1 and again["python"] == python
+  torn = json.loads(lines[-1])
+  twin_done = any(json.loads(l)["code_sha1"] == torn["code_sha1"] for l in lines[:-1])
+  assert again["scored_now"] == 1 and len(calls) == (0 if twin_done else 1)
+  assert again["python"] == python
+  assert len(path.read_bytes().splitlines()) == len(lines)  # each result once
+
+
+@needs_python
+def test_each_distinct_program_runs_once_and_duplicates_share_its_verdict(tmp_path, monkeypatch):
+  correct, wrong = PYTHON["correct"]["HumanEval/13"], PYTHON["wrong"]["HumanEval/0"]
+  records = [{"qid": "HumanEval/13", "language": "Python", "sample_id": i, "code": correct} for i in range(5)]
+  records += [{"qid": "HumanEval/0", "language": "Python", "sample_id": i, "code": wrong} for i in range(3)]
+  # The same completion for another problem is another program.
+  records += [{"qid": "HumanEval/0", "language": "Python", "sample_id": 3, "code": correct}]
+  calls = []
+  original = score.batching.execute_all
+  monkeypatch.setattr(score.batching, "execute_all", lambda r, jobs, *a, **k: calls.extend(jobs) or original(r, jobs, *a, **k))
+  metrics = run(tmp_path, records)
+  assert len(calls) == 3 and metrics["scoring"]["programs_executed"] == 3
+  assert metrics["scoring"]["duplicates_reused"] == 6 and metrics["scoring"]["executions_saved_percent"] == pytest.approx(66.67)
+  got = results(tmp_path)
+  assert len(got) == 9 and {got[("HumanEval/13", i)]["status"] for i in range(5)} == {"passed"}
+  verdict = lambda r: {k: v for k, v in r.items() if k not in ("sample_id", "code_sha1", "program_sha1")}
+  assert all(verdict(got[("HumanEval/0", i)]) == verdict(got[("HumanEval/0", 0)]) for i in range(3))
+  assert got[("HumanEval/0", 3)]["status"] != "passed"
+  # New samples of an already judged program are not run again in a later run.
+  calls.clear()
+  more = records + [{"qid": "HumanEval/13", "language": "Python", "sample_id": 9, "code": correct}]
+  metrics = run(tmp_path, more)
+  assert calls == [] and metrics["scored_now"] == 1
+  assert metrics["scoring"]["duplicates_reused_from_earlier_runs"] == 1
+  assert results(tmp_path)[("HumanEval/13", 9)]["status"] == "passed"
 
 
 @needs_python

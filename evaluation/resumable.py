@@ -1,0 +1,252 @@
+"""The one resumable scorer: predictions in, one result line per prediction out, metrics at the end.
+
+Every benchmark (typed HumanEval in 12 languages: evaluation/score.py; practical Python tasks:
+evaluation/practical.py) is scored by `score_predictions` here, and supplies only a `Benchmark`: how
+a prediction becomes the program that runs, how a batch of programs is run and judged, and how the
+results are summarised. The loop is the same for all:
+- one writer per output folder (storage.exclusive_output);
+- DIR/results.jsonl is read back first; a prediction whose (language, qid, sample_id) is there with
+  the same code is done; every new result is one flushed line, so a killed run loses at most the
+  line being written (a torn last line is cut off on reopening) and a rerun does only what is left;
+- each distinct program runs once: predictions whose (language, qid, program) agree (the program
+  being the completion as the benchmark cuts it) share one execution, and one already judged in an
+  earlier run is not run again; metrics.json says how many executions that saved;
+- the distinct programs go to a thread pool in units of one language, ordered by problem, so that a
+  compiled language's unit is one batched build (evaluation/batching.py);
+- one predictions reader and one policy for a bad line: it is reported with file:line and the
+  others are scored.
+The Beam pipeline (evaluation/beam_scoring.py) runs the same Benchmark's units on many machines and
+gives the same results.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import storage
+from evaluation import batching
+from storage import exclusive_output, parse_line
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+  qid: str
+  sample_id: int | str
+  language: str     # codelm's name ("cpp")
+  code: str         # the completion, as sampled
+  line: int         # in the predictions file
+
+  @property
+  def key(self) -> tuple[str, str, int | str]:
+    return self.language, self.qid, self.sample_id
+
+  @property
+  def code_sha1(self) -> str:
+    return sha1(self.code)
+
+
+def sha1(text: str) -> str:
+  return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def read_predictions(path: str, resolve: Callable[[dict], tuple[str, str]]
+                     ) -> tuple[list[Prediction], list[str]]:
+  """The valid predictions of a sample.py output, and one message per line that is not one
+  (file:line: why). `resolve(record)` gives the record's (language, qid) in the benchmark's names,
+  or raises ValueError saying why it has none. A prediction without a sample_id gets its index among
+  its (language, qid) predictions, as BabelCode numbers them."""
+  predictions, invalid, seen = [], [], set()
+  count: collections.Counter = collections.Counter()
+  for number, line in storage.read_jsonl_lines(path, warn=invalid.append):
+    where = f"{path}:{number}"
+    try:
+      record = parse_line(line, where)
+    except ValueError as error:
+      invalid.append(str(error))
+      continue
+    try:
+      if "qid" not in record or "code" not in record:
+        raise ValueError(f"a prediction needs qid and code; missing {[k for k in ('qid', 'code') if k not in record]}")
+      if not isinstance(record["code"], str):
+        raise ValueError(f"code must be a string, got {type(record['code']).__name__}")
+      if not isinstance(record["qid"], (str, int)) or isinstance(record["qid"], bool):
+        raise ValueError(f"qid must be a string, got {json.dumps(record['qid'])[:40]}")
+      language, qid = resolve(record)
+      sample_id = record.get("sample_id", count[(language, qid)])
+      if type(sample_id) not in (int, str):
+        raise ValueError(f"sample_id must be an int or a string, got {json.dumps(sample_id)[:40]}")
+      if (language, qid, sample_id) in seen:
+        raise ValueError(f"a second prediction for {language} {qid} sample {sample_id!r}")
+      count[(language, qid)] += 1
+    except ValueError as error:
+      invalid.append(f"{where}: {error}")
+      continue
+    seen.add((language, qid, sample_id))
+    predictions.append(Prediction(qid, sample_id, language, record["code"], number))
+  return predictions, invalid
+
+
+class Benchmark:
+  """What a benchmark tells the scorer. Subclasses override `program`, `run` and `summarise`."""
+  command = "evaluation"          # names the scorer in the output lock
+  metrics_file = "metrics.json"
+
+  def program(self, prediction: Prediction) -> str:
+    """The text that decides the verdict: predictions whose (language, qid, program) agree share
+    one execution."""
+    return prediction.code
+
+  def run(self, unit: Sequence[Prediction], stats: batching.Stats) -> list[dict]:
+    """The verdict fields of each prediction of `unit` (one language; all of them distinct programs),
+    in order. A unit of a compiled language is built together (evaluation/batching.py)."""
+    raise NotImplementedError
+
+  def summarise(self, predictions: Sequence[Prediction], results: Mapping[tuple, dict]) -> dict:
+    """The benchmark's metrics over the predictions that have results."""
+    raise NotImplementedError
+
+  def result_key(self, record: dict) -> tuple | None:
+    """A results.jsonl record's (language, qid, sample_id), or None for a line to ignore."""
+    return record["language"], record["qid"], record["sample_id"]
+
+
+def program_key(benchmark: Benchmark, prediction: Prediction) -> tuple[str, str, str]:
+  """What identifies an execution: (language, qid, sha1 of the program)."""
+  return prediction.language, prediction.qid, sha1(benchmark.program(prediction))
+
+
+def units(benchmark: Benchmark, distinct: Iterable[Prediction], size: int) -> list[list[Prediction]]:
+  """Distinct programs in units of one language, ordered by problem (a batched build then shares
+  its problems' harness code), `size` programs at most."""
+  by_language: dict[str, list[Prediction]] = collections.defaultdict(list)
+  for p in distinct:
+    by_language[p.language].append(p)
+  out = []
+  for language in sorted(by_language):
+    ordered = sorted(by_language[language], key=lambda p: (p.qid, str(p.sample_id)))
+    out += [ordered[i:i + size] for i in range(0, len(ordered), max(size, 1))]
+  return out
+
+
+def record_of(prediction: Prediction, verdict: dict, program_sha1: str) -> dict:
+  """The results.jsonl line: the prediction's identity, its verdict, and what it was computed from."""
+  return {"language": prediction.language, "qid": prediction.qid, "sample_id": prediction.sample_id,
+          **verdict, "code_sha1": prediction.code_sha1, "program_sha1": program_sha1}
+
+
+@dataclasses.dataclass
+class Report:
+  """What one scoring run did (metrics.json's "scoring")."""
+  predictions: int = 0         # valid predictions read
+  to_score: int = 0            # of them, without a result for their current code
+  executed: int = 0            # distinct programs run now
+  reused_now: int = 0          # predictions that shared an execution of this run
+  reused_earlier: int = 0      # predictions whose program was judged in an earlier run
+  unscored: list[str] = dataclasses.field(default_factory=list)
+  batching: batching.Stats = dataclasses.field(default_factory=batching.Stats)
+
+  def as_dict(self) -> dict:
+    saved = self.reused_now + self.reused_earlier
+    return {"predictions": self.predictions, "scored_now": self.to_score - len(self.unscored),
+            "programs_executed": self.executed, "duplicates_reused": saved,
+            "duplicates_reused_from_earlier_runs": self.reused_earlier,
+            "executions_saved_percent": round(100 * saved / self.to_score, 2) if self.to_score else 0.0,
+            "batching": dataclasses.asdict(self.batching)}
+
+
+def plan(benchmark: Benchmark, predictions: Sequence[Prediction], results: Mapping[tuple, dict]
+         ) -> tuple[dict[tuple, list[Prediction]], list[dict]]:
+  """What is left to do: the predictions to score grouped by program (the first of each group runs),
+  and the records of those whose program an earlier result already judged."""
+  judged = {(r["language"], r["qid"], r["program_sha1"]): r for r in results.values()
+            if isinstance(r.get("program_sha1"), str)}
+  groups: dict[tuple, list[Prediction]] = collections.defaultdict(list)
+  reused = []
+  for p in predictions:
+    if results.get(p.key, {}).get("code_sha1") == p.code_sha1:
+      continue
+    program = program_key(benchmark, p)
+    if program in judged:
+      reused.append(record_of(p, verdict_of(judged[program]), program[2]))
+    else:
+      groups[program].append(p)
+  return groups, reused
+
+
+IDENTITY = ("language", "qid", "sample_id", "code_sha1", "program_sha1")
+
+
+def verdict_of(record: dict) -> dict:
+  return {k: v for k, v in record.items() if k not in IDENTITY}
+
+
+def score_predictions(benchmark: Benchmark, predictions: Sequence[Prediction], output_dir: str,
+                      workers: int | None = None, batch_size: int = batching.DEFAULT_BATCH_SIZE,
+                      progress: bool = False, source: str = "predictions"
+                      ) -> tuple[dict[tuple, dict], Report]:
+  """Scores the predictions not yet in output_dir/results.jsonl (module docstring); returns every
+  result by (language, qid, sample_id) and what this run did. `source` (the predictions file) names
+  the line of a prediction that could not be scored."""
+  from tqdm import tqdm
+
+  storage.makedirs(output_dir)
+  results_path = storage.join(output_dir, "results.jsonl")
+  report = Report(predictions=len(predictions))
+  with exclusive_output(results_path, benchmark.command):  # one scorer per output folder at a time
+    results = storage.read_results(results_path, benchmark.result_key)
+    groups, reused = plan(benchmark, predictions, results)
+    report.to_score = len(reused) + sum(len(g) for g in groups.values())
+    report.reused_earlier = len(reused)
+    lock = threading.Lock()
+
+    def run(unit: list[Prediction]) -> list[dict]:
+      stats = batching.Stats()
+      verdicts = benchmark.run(unit, stats)
+      with lock:
+        report.batching.add(stats)
+      return verdicts
+
+    first = {program: group[0] for program, group in groups.items()}
+    work = units(benchmark, first.values(), batch_size)
+    programs = {id(p): program for program, p in first.items()}
+    pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
+    try:
+      with storage.JsonlAppender(results_path) as out, \
+           tqdm(total=report.to_score, unit="prediction", desc="scoring", disable=not progress,
+                smoothing=0.05) as bar:
+        for record in reused:
+          out.write(record)  # one write per line: a kill tears at most the last
+          results[(record["language"], record["qid"], record["sample_id"])] = record
+        bar.update(len(reused))
+        futures = {pool.submit(run, unit): unit for unit in work}
+        for future in concurrent.futures.as_completed(futures):
+          unit = futures[future]
+          try:
+            verdicts = future.result()
+          except Exception as error:  # noqa: BLE001 - one unit never stops the others
+            for p in unit:
+              for q in groups[programs[id(p)]]:
+                report.unscored.append(f"{source}:{q.line}: {q.language} {q.qid} sample {q.sample_id!r} "
+                                       f"could not be scored: {type(error).__name__}: {error}")
+              bar.update(len(groups[programs[id(p)]]))
+            continue
+          for p, verdict in zip(unit, verdicts):
+            program = programs[id(p)]
+            for q in groups[program]:
+              record = record_of(q, verdict, program[2])
+              out.write(record)
+              results[q.key] = record
+            report.executed += 1
+            report.reused_now += len(groups[program]) - 1
+            bar.update(len(groups[program]))
+          bar.set_postfix(saved=report.reused_now + report.reused_earlier, refresh=False)
+    finally:  # on an interrupt, start no more sandboxes
+      pool.shutdown(wait=True, cancel_futures=True)
+  return results, report
