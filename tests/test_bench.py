@@ -6,6 +6,8 @@ import subprocess
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
@@ -86,9 +88,18 @@ def test_score_throughput_bench_scores_and_writes_its_figures(tmp_path):
   import score_throughput as bench_score
 
   output = tmp_path / "score.json"
-  bench_score.main(["--samples", "2", "--problems", "3", "--languages", "python", "--workers", "1",
-                    "--output", str(output)])
+  duplicates = tmp_path / "dups.jsonl"
+  duplicates.write_text("".join(json.dumps({"qid": "q", "language": "C++", "code": c}) + "\n" for c in "aaba"))
+  assert bench_score.main(["--programs", "8", "--languages", "python,cpp", "--workers", "1", "--batch_size", "4",
+                           "--no_before", "--duplicates", str(duplicates), "--output", str(output)]) == 0
   result = json.loads(output.read_text())
-  python = result["languages"]["python"]
-  assert python["programs"] == 6 and python["counts"]["passed"] == 6  # canonical solutions pass
-  assert python["programs_per_s"] > 0 and result["projected_minutes_10_samples_all_problems"] > 0
+  assert result["verdict_mismatches"] == 0 and set(result["languages"]) == {"python", "cpp"}
+  cpp = result["languages"]["cpp"]
+  assert set(cpp) >= {"alone", "batched", "speedup_batched_vs_alone"} and "before" not in cpp
+  assert sum(cpp["statuses"].values()) == 8 and cpp["statuses"]["passed"] >= 1
+  assert cpp["batched"]["programs_per_s"] > 0
+  projection = result["projection"]
+  assert projection["batched"]["ablation_core_hours"] == pytest.approx(15 * projection["batched"]["checkpoint_core_hours"], rel=0.01)
+  dedup = projection["batched_with_duplicates_run_once"]
+  assert dedup["duplicate_share"] == 0.5  # a, a, b, a: two of four repeat
+  assert dedup["checkpoint_core_hours"] == pytest.approx(projection["batched"]["checkpoint_core_hours"] / 2, abs=0.01)

@@ -1,0 +1,192 @@
+"""The scorer three ways on one set of predictions: programs compiled one by one, batched, and the Beam
+pipeline on the direct runner with two worker processes: the same verdicts. Then a pipeline killed
+part way and run again, and a bundle retried, leave each result once."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+from evaluation import beam_scoring, execution, resumable, score
+from evaluation.judge import Status
+from evaluation.languages import MODULES, get
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "data", "typed_questions.jsonl")
+LIMITS = execution.Limits(timeout_s=3)
+DIRECT = ["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
+LANGUAGES = [name for name in MODULES if not execution.missing(get(name).toolchain)]
+
+
+def solutions(language: str) -> dict:
+  with open(os.path.join(HERE, "solutions", f"{language}.json"), encoding="utf-8") as f:
+    return json.load(f)
+
+
+def write(path, records) -> str:
+  with open(path, "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(r) + "\n" for r in records)
+  return str(path)
+
+
+def results(directory) -> dict:
+  with open(os.path.join(directory, "results.jsonl"), encoding="utf-8") as f:
+    lines = [json.loads(line) for line in f]
+  by_key = {(r["language"], r["qid"], r["sample_id"]): r for r in lines}
+  assert len(by_key) == len(lines), "a result written twice"
+  return by_key
+
+
+def verdict(record: dict) -> tuple:
+  """Status, and each test case unless the run timed out (how many cases end first is timing)."""
+  return record["status"], None if record["status"] == Status.TIMEOUT.value else tuple(record["cases"])
+
+
+def same_verdicts(got: dict, expected: dict, limit: float) -> list:
+  """The keys whose verdicts differ, but for timing (tests/test_renderers.py's same_verdict): a
+  resource-exhausting attack may end just inside its limit in one run and just outside in another."""
+  differ = []
+  for key, want in expected.items():
+    have = got.get(key)
+    if have is None or verdict(have) == verdict(want):
+      differ += [key] if have is None else []
+      continue
+    statuses = {have["status"], want["status"]}
+    other = have if want["status"] == Status.TIMEOUT.value else want
+    if not (Status.TIMEOUT.value in statuses and key[2] in ATTACKS and (other["run_s"] or 0) >= limit / 2):
+      differ.append(key)
+  return differ
+
+
+ATTACKS = ("fork_bomb", "many_files", "huge_output", "memory_bomb", "background_process")
+
+
+@pytest.mark.skipif(not LANGUAGES, reason="no sandbox here; run `make toolchains`")
+def test_alone_batched_and_beam_give_the_same_verdicts(tmp_path):
+  server = socket.socket()  # the attacks' {PORT}: nothing may reach it
+  server.bind(("127.0.0.1", 0))
+  server.listen(8)
+  server.setblocking(False)
+  hostdir = tmp_path / "host"
+  hostdir.mkdir()
+  os.chmod(hostdir, 0o777)
+  records = []
+  for language in LANGUAGES:
+    data = solutions(language)
+    picks = [("correct", qid) for qid in list(data["correct"])[:2]]
+    picks += [("wrong", next(iter(data["wrong"])))]
+    picks += [("compile_error", qid) for qid in list(data.get("compile_error", {}))[:1]]
+    for kind, qid in picks:
+      records.append({"qid": qid, "language": language, "sample_id": kind, "code": data[kind][qid]})
+    for kind, code in data["attacks"].items():
+      code = (code.replace("{PORT}", str(server.getsockname()[1])).replace("{HOSTDIR}", str(hostdir))
+              .replace("{SECRET}", "/etc/shadow"))
+      records.append({"qid": "HumanEval/0", "language": language, "sample_id": kind, "code": code})
+  predictions = write(tmp_path / "predictions.jsonl", records)
+  run = lambda out, **kw: score.score(predictions, FIXTURES, str(tmp_path / out), limits=LIMITS, workers=2,
+                                      progress=False, **kw)
+  alone, batched = run("alone", batch_size=1), run("batched")
+  beam = run("beam", pipeline_args=DIRECT)
+  reference = results(tmp_path / "alone")
+  expected = {key: verdict(r) for key, r in reference.items()}
+  assert len(expected) == len(records)
+  for way in ("batched", "beam"):
+    got = results(tmp_path / way)
+    assert set(got) == set(reference)
+    assert same_verdicts(got, reference, LIMITS.timeout_s) == [], way
+  assert {s for key, (s, _) in expected.items() if key[2] == "infinite_loop"} == {Status.TIMEOUT.value}
+  assert {s for key, (s, _) in expected.items() if key[2] == "correct"} == {Status.PASSED.value}
+  assert {s for key, (s, _) in expected.items() if key[2] == "compile_error"} == {Status.COMPILE_ERROR.value}
+  for name in LANGUAGES:
+    assert alone[name]["pass@1"] == batched[name]["pass@1"] == beam[name]["pass@1"]
+  assert batched["scoring"]["batching"]["builds"] > 0 and alone["scoring"]["batching"]["builds"] == 0
+  assert beam["scoring"]["batching"]["builds"] == batched["scoring"]["batching"]["builds"]
+  assert not os.path.exists(tmp_path / "beam" / beam_scoring.WORK_DIR)
+  with pytest.raises(BlockingIOError):
+    server.accept()  # no connection came
+  assert os.listdir(hostdir) == []
+
+
+PYTHON = solutions("python") if "python" in LANGUAGES else {}
+
+
+def python_predictions(tmp_path) -> tuple[str, list[dict]]:
+  records = [{"qid": qid, "language": "Python", "sample_id": i, "code": code}
+             for i, (qid, code) in enumerate(PYTHON["correct"].items())]
+  records += [{"qid": qid, "language": "Python", "sample_id": 100 + i, "code": code}  # duplicates
+              for i, (qid, code) in enumerate(PYTHON["correct"].items())]
+  records += [{"qid": qid, "language": "Python", "sample_id": 200 + i, "code": code}
+              for i, (qid, code) in enumerate(PYTHON["wrong"].items())]
+  return write(tmp_path / "predictions.jsonl", records), records
+
+
+@pytest.mark.skipif("python" not in LANGUAGES, reason="no sandbox here; run `make toolchains`")
+def test_a_killed_pipeline_resumes_and_each_result_is_written_once(tmp_path, monkeypatch):
+  predictions, records = python_predictions(tmp_path)
+  local = score.score(predictions, FIXTURES, str(tmp_path / "local"), limits=LIMITS, workers=2, progress=False)
+  original = score.TypedBenchmark.run
+  calls = []
+
+  def dies_on_the_third_unit(self, unit, stats):
+    calls.append(len(unit))
+    if len(calls) == 3:
+      raise KeyboardInterrupt("killed")  # as a worker killed mid-pipeline
+    return original(self, unit, stats)
+
+  monkeypatch.setattr(score.TypedBenchmark, "run", dies_on_the_third_unit)
+  in_process = ["--runner", "DirectRunner"]  # one process, so the patch reaches the worker
+  with pytest.raises(BaseException):
+    score.score(predictions, FIXTURES, str(tmp_path / "beam"), limits=LIMITS, progress=False, batch_size=2,
+                pipeline_args=in_process)
+  done = beam_scoring.read_shards(str(tmp_path / "beam"))
+  assert 0 < len(done) < len(records)
+  monkeypatch.setattr(score.TypedBenchmark, "run", original)
+  again = score.score(predictions, FIXTURES, str(tmp_path / "beam"), limits=LIMITS, progress=False, batch_size=2,
+                      pipeline_args=in_process)
+  # The units finished before the kill are not run again: their predictions come from the shards.
+  assert again["scoring"]["duplicates_reused_from_earlier_runs"] >= len(done)
+  assert again["scoring"]["programs_executed"] <= len(records) - len(done)
+  got, expected = results(tmp_path / "beam"), results(tmp_path / "local")
+  assert {k: verdict(r) for k, r in got.items()} == {k: verdict(r) for k, r in expected.items()}
+  assert again["python"] == local["python"]
+
+
+@pytest.mark.skipif("python" not in LANGUAGES, reason="no sandbox here; run `make toolchains`")
+def test_a_retried_bundle_rewrites_its_shard_and_results_stay_once(tmp_path):
+  predictions, records = python_predictions(tmp_path)
+  questions = score.load_benchmark(FIXTURES)
+  benchmark = score.TypedBenchmark(questions, LIMITS)
+  mine, _ = score.read_predictions(predictions, questions)
+  groups, _ = resumable.plan(benchmark, mine, {})
+  first = [g[0] for g in groups.values()]
+  unit = beam_scoring.Unit("python", tuple(first[:4]), tuple(resumable.program_key(benchmark, p)[2] for p in first[:4]))
+  shards = tmp_path / "out" / beam_scoring.WORK_DIR / "shards"
+  shards.mkdir(parents=True)
+  fn = beam_scoring._score_unit_fn(lambda: benchmark, str(shards))
+  fn.setup()
+  paths = [list(fn.process(unit.to_json())) for _ in range(3)]  # the bundle, and two retries of it
+  assert paths[0] == paths[1] == paths[2] and os.listdir(shards) == [f"{unit.name}.jsonl"]
+  results_path = str(tmp_path / "out" / "results.jsonl")
+  found: dict = {}
+  for _ in range(2):  # a driver killed after merging merges again on its next run
+    beam_scoring._merge(benchmark, mine, found, beam_scoring.read_shards(str(tmp_path / "out")), results_path)
+  got = results(tmp_path / "out")  # asserts each key once
+  # The four programs' predictions and their duplicates (the same code, another sample).
+  assert len(got) == sum(len(groups[resumable.program_key(benchmark, p)]) for p in first[:4])
+
+
+def test_a_remote_runner_needs_an_output_url(tmp_path):
+  predictions = write(tmp_path / "p.jsonl", [])
+  with pytest.raises(ValueError, match="give the output as a URL"):
+    score.score(predictions, FIXTURES, str(tmp_path / "out"), progress=False,
+                pipeline_args=["--runner", "DataflowRunner"])
+
+
+def test_beam_flags_need_a_runner(tmp_path, capsys):
+  predictions = write(tmp_path / "p.jsonl", [])
+  with pytest.raises(SystemExit):
+    score.main(["--predictions", predictions, "--output", str(tmp_path / "o"), "--direct_num_workers", "2"])
+  assert "need --runner" in capsys.readouterr().err
