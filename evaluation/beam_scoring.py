@@ -33,7 +33,7 @@ import json
 from collections.abc import Callable, Sequence
 
 import storage
-from evaluation import batching, resumable
+from evaluation import batching, execution, resumable
 
 WORK_DIR = "beam"
 
@@ -78,6 +78,7 @@ def _score_unit_fn(make_benchmark: Callable[[], resumable.Benchmark], shards: st
       self._executed = Metrics.counter("scoring", "programs_executed")
 
     def setup(self):
+      execution.check_sandbox()  # a worker that cannot sandbox fails here, saying why
       self._benchmark = self._make()
 
     def process(self, line: str):

@@ -99,6 +99,22 @@ def missing(toolchain: Toolchain) -> list[str]:
   return out + [b for b in toolchain.binaries if not os.access(b, os.X_OK)]
 
 
+def check_sandbox() -> None:
+  """Raises RuntimeError, saying why, unless a sandbox starts here: a machine (a container) that may
+  not create namespaces fails here, before it is handed any program to score."""
+  lacking = missing(Toolchain(binaries=("/bin/true",), version_command=("true",)))
+  if lacking:
+    raise RuntimeError(f"this machine cannot run the scoring sandbox: missing {', '.join(lacking)}")
+  try:
+    result = execute(Program(files={}, run=("/bin/true",)), Toolchain(binaries=("/bin/true",), version_command=("true",)))
+  except RuntimeError as error:
+    raise RuntimeError(f"the scoring sandbox does not start on this machine ({error}); bubblewrap needs to "
+                       "create user, mount, PID and network namespaces: in a container, run it privileged "
+                       "(or with CAP_SYS_ADMIN and an unconfined seccomp profile)") from None
+  if result.run is None or result.run.exit_code != 0:
+    raise RuntimeError(f"the scoring sandbox ran /bin/true with {result.run}: {result.stderr[-500:]}")
+
+
 def _mounts(toolchain: Toolchain, passwd_fd: int) -> list[str]:
   args = ["--ro-bind", "/usr", "/usr"]
   for path in _ROOT_DIRS:
@@ -132,14 +148,16 @@ def _ancestors(path: str) -> list[str]:
 def _driver(program: Program, limits: Limits, status_fd: int) -> str:
   """The bash script run inside (bash: dash takes one-digit descriptors): each step under `timeout`,
   its status written to `status_fd`, which the steps themselves do not inherit. Times come from
-  bash's own $EPOCHREALTIME (microseconds once the "." is dropped), not a `date` process per step."""
-  lines = ["cd " + BOX]
+  bash's own $EPOCHREALTIME (microseconds once the "." is dropped), not a `date` process per step.
+  bash's own messages ("File size limit exceeded" when a step dies of SIGXFSZ) go to /dev/null: on
+  the stderr file, already at its size cap, that write would kill bash before it reports the step."""
+  lines = ["cd " + BOX, "exec {err}>&2 2>/dev/null"]
   steps = [(argv, limits.compile_timeout_s, "compile") for argv in program.compile]
   steps.append((program.run, limits.timeout_s, "run"))
   for i, (argv, timeout_s, kind) in enumerate(steps):
-    out = ">&2" if kind == "compile" else ""
+    out = ">&$err" if kind == "compile" else ""
     lines += ["s=${EPOCHREALTIME/./}",
-              f"timeout -s KILL {timeout_s:g} {shlex.join(argv)} </dev/null {out} {status_fd}>&-",
+              f"timeout -s KILL {timeout_s:g} {shlex.join(argv)} </dev/null {out} 2>&$err {{err}}>&- {status_fd}>&-",
               "c=$?",
               f'echo "{i} $c $s ${{EPOCHREALTIME/./}}" >&{status_fd}',
               "[ $c -eq 0 ] || exit 0" if kind == "compile" else "exit 0"]

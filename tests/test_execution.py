@@ -117,3 +117,20 @@ def test_a_build_keeps_its_outputs_for_runs_that_bind_them_read_only(tmp_path):
     execution.execute(run, PYTHON.toolchain, build_dir=str(tmp_path))
   with pytest.raises(ValueError, match="needs the build_dir"):
     execution.execute(run, PYTHON.toolchain)
+
+
+def test_check_sandbox_passes_here_and_names_what_is_missing(monkeypatch):
+  execution.check_sandbox()
+  monkeypatch.setattr(execution, "PRLIMIT", "/nonexistent/prlimit")
+  with pytest.raises(RuntimeError, match="cannot run the scoring sandbox: missing /nonexistent/prlimit"):
+    execution.check_sandbox()
+
+
+def test_a_run_that_exceeds_the_file_size_cap_on_stderr_is_reported():
+  """A run step (no compile step before it) killed by SIGXFSZ for filling stderr: the driver still
+  reports it (bash's own message about the signal goes nowhere, not to the full stderr file)."""
+  limits = execution.Limits(timeout_s=20, disk_mb=1, max_output_kb=64)
+  program = base.Program(files={}, run=("/bin/sh", "-c", "yes x >&2"))  # yes dies of SIGXFSZ
+  result = execution.execute(program, PYTHON.toolchain, limits)
+  assert result.run is not None and result.run.exit_code not in (0, None), result
+  assert not result.run.timed_out

@@ -30,3 +30,24 @@ def get(name: str) -> Renderer:
     raise ValueError(f"no renderer for {name!r}; languages: {', '.join(MODULES)}")
   module = importlib.import_module(f"evaluation.languages.{MODULES[name]}")
   return module.RENDERER
+
+
+def warm_caches(names=None) -> list[str]:
+  """Builds what each renderer caches on the host on first use (a precompiled header, a compiled
+  runtime or batch driver) by rendering a program and a two-program build of a stub, so that a
+  worker image holds them ready (Dockerfile). Needs no sandbox. Returns the languages warmed."""
+  import os
+
+  from evaluation import typed
+
+  humaneval = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                           "humaneval_typed.jsonl")
+  question = next(iter(typed.read_questions(humaneval)))
+  warmed = []
+  for name in names or MODULES:
+    renderer = get(name)
+    renderer.program(question, renderer.stub(question))
+    if type(renderer).build is not Renderer.build:
+      renderer.build([(question, renderer.stub(question))] * 2)
+    warmed.append(name)
+  return warmed

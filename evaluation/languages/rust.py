@@ -15,22 +15,76 @@ fd 1 points at stderr, so the solution's own `print!` cannot break a record line
 Compiled without optimisation (debug: integer overflow panics, like a checked language) and with
 `-C prefer-dynamic`: linking against Debian's libstd .so instead of the static rlibs halves the
 link, the larger part of a compile (about 0.2 s instead of 0.35 s).
+
+Batched (evaluation/batching.py): a program's compile is about 0.27 s of CPU, most of it rustc's start,
+the harness's code generation and the link, the same for every program, so many programs become one
+crate. Its
+main.rs links the harness (`harness_library`: compiled once on the host into CACHE_DIR, keyed by the
+compiler and flags, with the usual std instantiations, which rustc shares across crates at opt-level 0)
+and declares `mod codelm_m<k>` per member from m<k>/main.rs: the prompt, the completion and that
+member's cases, line for line as its program alone begins, so rustc's diagnostics name m<k>/main.rs
+(`blamed`) and line!() is the same. Member k runs in its own sandbox with its own main.rs, the shared
+binary bound as ./main and CODELM_MEMBER=k, which main removes from the environment before any member
+code runs (its argv and environment are its program's alone); the panic hook records main.rs:line:col
+for m<k>/main.rs. 30 programs (tests/solutions/rust.json and stubs) build in about 0.5 s of CPU
+(0.8 s compiling the harness in the crate) instead of 30 x 0.27 s; each then runs in about 10 ms.
+
+A completion joins only when it is the rest of its function and nothing more (`batchable`): its braces
+close the function exactly at its end (comments, with nesting, strings and chars blanked; a char is
+told from a lifetime or label as rustc does), so all it declares is inside its body. What a body may
+declare there is scoped to that body (fn, struct, enum, trait, type, static, const, use; macro_rules!
+ends with its block) and unnameable from outside it, so no other member can call, shadow or name it;
+and every symbol is mangled with its path. Impls are the exception: they are crate-global. Even with
+the orphan rule applied to the whole crate, an impl of a std trait for a body-local type adds a
+candidate to every member's trait selection, and rustc infers a type from a sole candidate: member B's
+`true + Default::default()`, an error alone, compiles in a build where member A declares `pub struct
+Local` with `impl Default for Local` and `impl Add<Local> for bool`, and runs A's code (without `pub`,
+rustc's type privacy refuses it). So `impl` is refused altogether (it is rare in a completion, and a
+macro cannot assemble the keyword: it must appear in the source), and the impls a member's inference
+sees are std's, as alone (the harness's trait is unnameable). Refused, outside comments and literals: any
+`#` (attributes: #[no_mangle], #[export_name], #[link_section], #[used], #[global_allocator],
+#![...]; raw identifiers), raw strings (their bodies are not lexed), `extern`, `asm!`/`global_asm!`,
+`crate`, `super`, `mod` (paths and files beyond its function), include!/include_str!/include_bytes!
+(files of the build box: the other members' sources), `env` except as `env::` (env!, a renamed env),
+option_env!, concat_idents!, names starting with `codelm` (the harness and the other members'
+modules), what would tell a build from its program alone (file!, Location, set_hook/take_hook,
+module_path!, type_name, TypeId, type_id, Backtrace), `Command` (it could run the shared binary as
+another member), and non-ASCII outside literals (rustc NFC-normalises identifiers). A build whose
+binary maps more than MAX_BINARY_BYTES (a member's huge static or thread_local, zeroes that cost no
+build time but address space in every member's process) fails as a whole: its members compile alone.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import logging
 import math
 import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
 
-from evaluation.languages import base
+from evaluation.languages import base, lexing
 from evaluation.typed import Question, Type, default_value
 
 RUSTC = "/usr/bin/rustc"
 # rustc links through `cc`, an /etc/alternatives link the sandbox's uid may not follow: name gcc.
 LINKER = next((p for p in ("/usr/bin/x86_64-linux-gnu-gcc-12", "/usr/bin/gcc") if os.path.exists(p)),
               "/usr/bin/gcc")
+SIZE = "/usr/bin/size"  # binutils, which the linker comes with
 RUSTC_FLAGS = ("--edition", "2021", "-C", "opt-level=0", "-C", "debuginfo=0", "-C", "prefer-dynamic",
                "-C", f"linker={LINKER}", "-A", "warnings")
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The harness library's folder (CODELM_TOOLCHAINS overrides <repo root>/.toolchains).
+CACHE_DIR = os.path.join(os.environ.get("CODELM_TOOLCHAINS") or os.path.join(_REPO_ROOT, ".toolchains"),
+                         "rust")
+LIBRARY = "libcodelm_harness.rlib"
+
+_LOG = logging.getLogger(__name__)
 
 RESERVED = frozenset("""
 as break const continue crate else enum extern false fn for if impl in let loop match mod move mut
@@ -277,11 +331,44 @@ fn codelm_records() -> std::fs::File {
     }
 }
 
-fn main() {
-    let mut codelm_out = codelm_records();
+fn codelm_panic_text(info: &std::panic::PanicInfo) -> String {
+    let text = info.to_string();
+    // A shared build compiles member k from m<k>/main.rs (evaluation/languages/rust.py); its record
+    // names main.rs:line:column, as the program compiled alone does (the lines are the same).
+    if let Some(place) = info.location() {
+        let shown = place.to_string();
+        let member = place.file().strip_prefix('m').and_then(|rest| rest.strip_suffix("/main.rs"));
+        if let (Some(k), Some(head)) = (member, text.strip_suffix(&shown)) {
+            if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) {
+                return format!("{}main.rs:{}:{}", head, place.line(), place.column());
+            }
+        }
+    }
+    text
+}
+
+fn codelm_start() -> std::fs::File {
+    let out = codelm_records();
     std::panic::set_hook(Box::new(|info| {
-        CODELM_PANIC.with(|p| *p.borrow_mut() = info.to_string());
+        CODELM_PANIC.with(|p| *p.borrow_mut() = codelm_panic_text(info));
     }));
+    out
+}
+"""
+
+_MAIN = """
+fn main() {
+    let mut codelm_out = codelm_start();
+"""
+# A shared build's main: the member to run is taken out of the environment before any member's code
+# runs, so each sees the argv and environment its program alone sees.
+MEMBER_VARIABLE = "CODELM_MEMBER"
+_BATCH_MAIN = f"""
+fn main() {{
+    let codelm_member = std::env::var("{MEMBER_VARIABLE}").ok();
+    std::env::remove_var("{MEMBER_VARIABLE}");
+    let mut codelm_out = codelm_start();
+    match codelm_member.as_deref() {{
 """
 
 
@@ -289,10 +376,169 @@ def doc_comment(description: str) -> str:
   return "".join(f"/// {line}".rstrip() + "\n" for line in base.doc_lines(description))
 
 
+# What a shared build's members call in the harness library (harness_library).
+_EXPORTS = ("codelm_ok", "codelm_run", "codelm_start")
+# Instantiations the harness library makes for its users: at opt-level 0 rustc shares generic code
+# across crates (-Z share-generics defaults on), so a build reuses these instead of generating its own
+# (a build of 29 members on a loaded machine: 0.55 s of CPU instead of 0.67 s without them, and
+# 0.86 s without the library).
+_WARM = r"""
+pub fn codelm_warm() {
+    use std::collections::{HashMap, HashSet};
+    let mut a: Vec<i64> = Vec::new();
+    a.push(1);
+    a.sort();
+    a.dedup();
+    a.reverse();
+    let _ = (a.iter().sum::<i64>(), a.iter().max().copied(), a.contains(&2), a.clone());
+    let mut b: Vec<String> = Vec::new();
+    b.push(String::new());
+    b.sort();
+    let _ = (b.join(","), b.clone());
+    let mut f: Vec<f64> = Vec::new();
+    f.push(2.0);
+    f.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    let _ = (f.iter().sum::<f64>(), f.clone());
+    let mut c: Vec<char> = "abc".chars().collect();
+    c.push('a');
+    c.sort();
+    let _: String = c.iter().collect();
+    let nested: Vec<Vec<i64>> = vec![a.clone()];
+    let mut m: HashMap<String, i64> = HashMap::new();
+    m.insert(String::new(), 2);
+    *m.entry(String::new()).or_insert(0) += 1;
+    let _ = (m.get("a"), m.clone());
+    let mut n: HashMap<i64, i64> = HashMap::new();
+    *n.entry(1).or_insert(0) += 1;
+    let _ = (n.get(&1), n.clone());
+    let mut k: HashMap<char, i64> = HashMap::new();
+    *k.entry('a').or_insert(0) += 1;
+    let mut s: HashSet<i64> = HashSet::new();
+    s.insert(2);
+    let _ = (s.contains(&1), s.clone());
+    let mut t: HashSet<String> = HashSet::new();
+    t.insert(String::new());
+    let mut u: HashSet<char> = HashSet::new();
+    u.insert('a');
+    let _ = (codelm_ok(a), codelm_ok(b), codelm_ok(f), codelm_ok(nested), codelm_ok(m), codelm_ok(n));
+    let _ = (codelm_ok(s), codelm_ok(t), codelm_ok(Some(1i64)), codelm_ok((1i64, 2i64)));
+    let _ = (codelm_ok(true), codelm_ok(1i64), codelm_ok(1.0f64), codelm_ok(String::new()));
+}
+"""
+
+
+def library_source() -> str:
+  """The harness as a library crate (its items public to the build that uses it), with _WARM."""
+  text = _HARNESS.replace("\ntrait CodelmJson", "\npub trait CodelmJson")
+  for name in _EXPORTS:
+    assert f"\nfn {name}" in text, name
+    text = text.replace(f"\nfn {name}", f"\npub fn {name}")
+  return text + _WARM
+
+
+_library_lock = threading.Lock()
+
+
+def _library_key() -> str:
+  """Changes with the compiler build, the flags and the library's source: a new key, a new folder
+  (an rlib is only read by the rustc that wrote it)."""
+  try:
+    version = subprocess.run([RUSTC, "--version", "--verbose"], capture_output=True, text=True,
+                             timeout=60).stdout
+    stat = os.stat(os.path.realpath(RUSTC))
+    compiler = f"{version}:{stat.st_size}:{stat.st_mtime_ns}"
+  except (OSError, subprocess.SubprocessError):
+    compiler = "missing"
+  return hashlib.sha256(repr((compiler, RUSTC_FLAGS, library_source())).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def harness_library() -> str | None:
+  """CACHE_DIR/<key>/libcodelm_harness.rlib: the harness compiled once on the host, which a shared
+  build links instead of compiling it again (0.2 s of CPU per build). None when it cannot be built:
+  a build then compiles the harness itself, only slower. Folders of other keys are left alone (2 MB
+  each): a scorer process still running an older version may be using one."""
+  with _library_lock:
+    final = os.path.join(CACHE_DIR, _library_key())
+    rlib = os.path.join(final, LIBRARY)
+    if os.path.exists(rlib):
+      return rlib
+    try:
+      os.makedirs(CACHE_DIR, exist_ok=True)
+      work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
+      try:
+        with open(os.path.join(work, "codelm_harness.rs"), "w", encoding="utf-8") as f:
+          f.write(library_source())
+        subprocess.run([RUSTC, *RUSTC_FLAGS, "--crate-type", "rlib", "--crate-name", "codelm_harness",
+                        "-o", LIBRARY, "codelm_harness.rs"], cwd=work, check=True, capture_output=True,
+                       timeout=600)
+        os.chmod(work, 0o755)  # the sandbox's uid reads it (mkdtemp makes it 0700)
+        for name in os.listdir(work):
+          os.chmod(os.path.join(work, name), 0o444)
+        os.rename(work, final)  # atomic: a build sees the whole folder or none
+      except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    except (OSError, subprocess.SubprocessError) as error:
+      if not os.path.exists(rlib):  # unless another scorer process built it meanwhile
+        _LOG.warning("the Rust harness library failed to build (builds compile the harness): %s", error)
+        return None
+    return rlib
+
+
+# A shared build (module docstring): what a completion may not hold outside comments and literals.
+# Any `#` is an attribute (#[no_mangle], #[export_name], #[link_section], #[used], #![...]) or a raw
+# string or identifier; `codelm` starts the harness's names and the other members' modules; `env`
+# other than the module path `env::` is the env! macro, maybe renamed (`use std::env as e; e!(..)`).
+REFUSED_TEXT = re.compile(r"#|[^\x00-\x7f]|(?<![\w$])codelm|(?<![\w$])env\b(?!\s*::)", re.IGNORECASE)
+REFUSED_WORDS = (
+    "extern", "asm", "global_asm", "llvm_asm",       # foreign symbols, code placed by hand
+    "crate", "super", "mod", "macro_export",         # paths and items beyond its own function
+    "impl",                                          # impls are crate-global (module docstring)
+    "include", "include_str", "include_bytes",       # read files of the build box (the other members)
+    "concat_idents", "option_env",                   # (`env!` is refused by REFUSED_TEXT)
+    "file", "Location", "set_hook", "take_hook",     # what tells m<k>/main.rs from main.rs,
+    "module_path", "type_name", "type_name_of_val",  # a module path or a type's identity from the
+    "TypeId", "type_id", "Backtrace",                # program's alone
+    "Command",                                       # could run the shared binary as another member
+)
+# A raw string (r"..", r#".."#, br"..") is not lexed as a literal by lexing.code_only. In edition 2021
+# an identifier right before a quote is an error, so a raw string that compiles starts after no \w.
+RAW_STRING = re.compile(r"(?<!\w)b?r#*\"")
+# `--> m3/main.rs:5:9` (an error's own or another span), and a linker's `codelm_m3::` or legacy
+# mangled `9codelm_m3` (the length prefix says where the index ends).
+_SPAN = re.compile(r"^\s*(?:-->|:::) m(\d+)/main\.rs:\d", re.MULTILINE)
+_DEMANGLED = re.compile(r"\bcodelm_m(\d+)::")
+_MANGLED = re.compile(r"(\d+)codelm_m(\d+)")
+# The shared binary's text + data + bss must stay this small: every member's process maps all of it,
+# so a member's huge `static` (zeroes in .bss cost no build time) would take memory from the others.
+# 30 members map about 0.4 MB; a larger build fails as a whole and its members compile alone.
+MAX_BINARY_BYTES = 16 << 20
+
+
+def _starts_char_literal(text: str, i: int) -> bool:
+  """'x', '\\n' and '\\u{..}' are characters; 'a (a lifetime) and 'outer: (a label) are not: rustc's rule
+  for every program that compiles (a quote after one character closes it)."""
+  return text.startswith("\\", i + 1) or text.startswith("'", i + 2)
+
+
+def _mangled_members(diagnostics: str) -> set[int]:
+  """Members named by legacy-mangled symbols: `9codelm_m3` is 9 characters long, so member 3 (the
+  digits before the name are its length, one or two of them; each reading that fits is taken)."""
+  found = set()
+  for length, digits in _MANGLED.findall(diagnostics):
+    for prefix in {length[-1:], length[-2:]}:
+      take = int(prefix) - len("codelm_m")
+      if 0 < take <= len(digits):
+        found.add(int(digits[:take]))
+  return found
+
+
 class Rust(base.Renderer):
   name = "rust"
   display_name = "Rust"
-  toolchain = base.Toolchain(binaries=(RUSTC, LINKER), version_command=(RUSTC, "--version"))
+  toolchain = base.Toolchain(binaries=(RUSTC, LINKER, SIZE), version_command=(RUSTC, "--version"),
+                             read_only=(CACHE_DIR,))
   naming = staticmethod(base.snake_case)
   reserved = RESERVED
 
@@ -305,12 +551,64 @@ class Rust(base.Renderer):
     return f"    return {default_literal(question.return_type)};\n}}"
 
   def program(self, question: Question, completion: str) -> base.Program:
+    text = (self.signature_with_docstring(question) + completion + "\n" + _HARNESS + _MAIN +
+            self._calls(question, "codelm_", "&mut codelm_out") + "}\n")
+    return base.Program(files={"main.rs": text}, compile=(_compile("main.rs"),), run=("./main",))
+
+  def _calls(self, question: Question, harness: str, out: str) -> str:
     name = self.function_name(question)
-    calls = "".join(f"    codelm_run(&mut codelm_out, {idx}, || codelm_ok({name}({args})));\n"
-                    for idx, args in base.render_cases(question, literal))
-    text = self.signature_with_docstring(question) + completion + "\n" + _HARNESS + calls + "}\n"
-    return base.Program(files={"main.rs": text}, compile=((RUSTC, *RUSTC_FLAGS, "-o", "main", "main.rs"),),
-                        run=("./main",))
+    return "".join(f"    {harness}run({out}, {idx}, || {harness}ok({name}({args})));\n"
+                   for idx, args in base.render_cases(question, literal))
+
+  def batchable(self, question: Question, completion: str) -> bool:
+    if RAW_STRING.search(completion):
+      return False
+    code = lexing.code_only(completion, nested_comments=True, char_literal=_starts_char_literal)
+    return (code is not None and lexing.closes_body(code) and not REFUSED_TEXT.search(code)
+            and not lexing.has_word(code, REFUSED_WORDS))
+
+  def build(self, jobs) -> base.Build:
+    """One crate: main.rs links the harness and declares `mod codelm_m<k>` per member from
+    m<k>/main.rs; member k runs as ./main with CODELM_MEMBER=k (module docstring)."""
+    library = harness_library()
+    files = {f"m{k}/main.rs": self._member(question, completion)
+             for k, (question, completion) in enumerate(jobs)}
+    files["main.rs"] = _crate_root(len(jobs), library)
+    runs = tuple(base.Program(files=self.program(question, completion).files,
+                              run=("./main",), env={MEMBER_VARIABLE: str(k)}, artefacts={"main": "main"})
+                 for k, (question, completion) in enumerate(jobs))
+    extern = ("--extern", f"codelm_harness={library}") if library else ()
+    return base.Build(files=files, compile=(_compile("main.rs", extern), _SIZE_CHECK), runs=runs)
+
+  def _member(self, question: Question, completion: str) -> str:
+    """The member's module: its program's first lines (prompt and completion) line for line, then
+    its cases, which call the harness through the crate root."""
+    return (self.signature_with_docstring(question) + completion + "\n" +
+            "pub(super) fn codelm_main(codelm_out: &mut std::fs::File) {\n" +
+            self._calls(question, "super::codelm_", "codelm_out") + "}\n")
+
+  def blamed(self, diagnostics: str, size: int) -> set[int]:
+    found = {int(k) for k in _SPAN.findall(diagnostics)} | {int(k) for k in _DEMANGLED.findall(diagnostics)}
+    return found | _mangled_members(diagnostics)
+
+
+def _crate_root(size: int, library: str | None) -> str:
+  """The harness (imported from the library, else compiled here), the members' modules, and a main
+  that runs the one CODELM_MEMBER names."""
+  harness = f"use codelm_harness::{{{', '.join(_EXPORTS)}}};\n" if library else _HARNESS
+  modules = "".join(f'#[path = "m{k}/main.rs"]\nmod codelm_m{k};\n' for k in range(size))
+  dispatch = "".join(f'        Some("{k}") => codelm_m{k}::codelm_main(&mut codelm_out),\n'
+                     for k in range(size))
+  return harness + modules + _BATCH_MAIN + dispatch + "        _ => std::process::exit(2),\n    }\n}\n"
+
+
+def _compile(source: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+  return (RUSTC, *RUSTC_FLAGS, *extra, "-o", "main", source)
+
+
+# Fails (naming no member, so each compiles alone) when the binary maps more than MAX_BINARY_BYTES.
+_SIZE_CHECK = ("/bin/sh", "-c", f'set -- $({SIZE} -B main | tail -n 1) && [ "$4" -le {MAX_BINARY_BYTES} ] '
+               f'|| {{ echo "the shared binary maps $4 bytes, more than {MAX_BINARY_BYTES}" >&2; exit 1; }}')
 
 
 RENDERER = Rust()
