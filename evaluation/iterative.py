@@ -13,7 +13,8 @@ The protocol, per (problem, start set, language), n conversations (`--num_sample
     per example, `name(arg, ...) == output` in the language's literals (Haskell: `name arg ... ==
     output`), in that language's doc-comment syntax (the renderer writes it). The completion, cut at
     the language's stops, is the function's body: the code.
-  Check (one sandboxed program per attempt and round, evaluation/execution.py): the code runs on
+  Check (one sandboxed program per attempt and round, evaluation/execution.py; a round's programs
+    of a compiled language are built together, evaluation/batching.py): the code runs on
     the examples given so far and on the pool. A compile error, a crash outside the test cases or a
     timeout fails the attempt ("compile_error" / "error" / "timeout"); a wrong (or raising) given
     example fails it ("wrong_on_given"). Pool inputs where it differs from the ground truth are the
@@ -65,7 +66,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import storage
-from evaluation import execution, typed
+from evaluation import batching, execution, typed
 from evaluation.iterative_tasks import Example, Task, example_json, input_key, task_from_json
 from evaluation.judge import Case, Status, judge
 from evaluation.languages import MODULES, get
@@ -217,17 +218,38 @@ class Check:
 def check(language: str, question: Question, code: str, given: Sequence[Example], pool: Sequence[Example],
           final_round: bool, limits: execution.Limits) -> Check:
   """Run `code` on the given examples and the pool (one program); the verdict of this round."""
+  return check_all(language, [(question, code, given, pool)], final_round, limits)[0]
+
+
+def check_all(language: str, items: Sequence[tuple[Question, str, Sequence[Example], Sequence[Example]]],
+              final_round: bool, limits: execution.Limits, workers: concurrent.futures.Executor | None = None,
+              batch_size: int = batching.DEFAULT_BATCH_SIZE) -> list[Check]:
+  """check() of every (question, code, given, pool) of one language and round: a compiled
+  language's programs are built together, `batch_size` at a time, one batch per worker of `workers`
+  (evaluation/batching.py); each still runs in its own sandbox."""
   renderer = get(language)
-  given_keys = {input_key(question, e.inputs) for e in given}
-  fresh = [e for e in pool if input_key(question, e.inputs) not in given_keys]
-  cases = tuple(TestCase(i, e.inputs, e.output) for i, e in enumerate([*given, *fresh]))
-  probe = dataclasses.replace(question, test_cases=cases)
-  outcome = judge(probe, execution.execute(renderer.program(probe, code), renderer.toolchain, limits))
+  probes, fresh_examples = [], []
+  for question, code, given, pool in items:
+    given_keys = {input_key(question, e.inputs) for e in given}
+    fresh = [e for e in pool if input_key(question, e.inputs) not in given_keys]
+    cases = tuple(TestCase(i, e.inputs, e.output) for i, e in enumerate([*given, *fresh]))
+    probes.append(dataclasses.replace(question, test_cases=cases))
+    fresh_examples.append(fresh)
+  jobs = [(probe, code) for probe, (_, code, _, _) in zip(probes, items)]
+  size = max(1, min(batch_size, -(-len(jobs) // max(1, getattr(workers, "_max_workers", 1)))))
+  chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+  run = lambda chunk: batching.execute_all(renderer, chunk, limits, batch_size)
+  executions = [e for done in (workers.map(run, chunks) if workers else map(run, chunks)) for e in done]
+  return [_verdict(judge(probe, result), len(given), fresh, final_round)
+          for probe, result, (_, _, given, _), fresh in zip(probes, executions, items, fresh_examples)]
+
+
+def _verdict(outcome, given: int, fresh: Sequence[Example], final_round: bool) -> Check:
   if outcome.status in (Status.COMPILE_ERROR, Status.ERROR, Status.TIMEOUT):
     return Check(outcome.status.value, (), outcome.detail)
-  if any(c is not Case.PASSED for c in outcome.cases[:len(given)]):
+  if any(c is not Case.PASSED for c in outcome.cases[:given]):
     return Check("wrong_on_given", (), outcome.detail)
-  found = tuple(e for e, c in zip(fresh, outcome.cases[len(given):]) if c is not Case.PASSED)
+  found = tuple(e for e, c in zip(fresh, outcome.cases[given:]) if c is not Case.PASSED)
   if not found:
     return Check(SUCCESS, (), "")
   return Check("not_converged" if final_round else DISTINGUISHED, found, outcome.detail)
@@ -342,9 +364,8 @@ def run_batch(model: ConversationModel, config: Any, batch: Sequence[tuple[str, 
   for number in range(1, settings.rounds + 1):
     final = number == settings.rounds
     codes = [extract_code(language, completion.text) for _, _, completion in active]
-    checks = list(pool.map(
-        lambda item: check(language, item[0][0].task.question, item[1], item[0][0].given, item[0][0].task.pool,
-                           final, settings.limits), zip(active, codes)))
+    checks = check_all(language, [(episode.task.question, code, episode.given, episode.task.pool)
+                                  for (episode, _, _), code in zip(active, codes)], final, settings.limits, pool)
     going, ended = [], []
     for (episode, prompt, _), code, result in zip(active, codes, checks):
       flagged = bool(episode.given) and input_matching(language, episode.task.question, code, episode.given)

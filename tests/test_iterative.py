@@ -353,3 +353,24 @@ def test_prompts_and_conversations_that_outgrow_the_context_end_as_such(task, tm
   examples = [r for r in records if r["kind"] == "examples"]
   assert examples and all(r["round"] == 1 and r["verdict"] == "context_exhausted" and r["final"] for r in examples)
   assert model.replies == 0 and len(model.closed) == len(examples)
+
+
+@pytest.mark.skipif(bool(execution.missing(get("cpp").toolchain)), reason="no C++ toolchain")
+def test_a_rounds_checks_are_built_together_with_the_verdicts_of_one_by_one(task, monkeypatch):
+  import concurrent.futures
+
+  codes = ["    return *max_element(numbers.begin(), numbers.end());\n}\n",
+           "    return numbers[0];\n}\n",
+           "    return undefined_name;\n}\n",
+           "    return *max_element(numbers.begin(), numbers.end()) + 1;\n}\n"]
+  given = task.start_sets[0]
+  items = [(task.question, code, given, task.pool) for code in codes]
+  limits = execution.Limits(timeout_s=10)
+  alone = [iterative.check("cpp", *item, False, limits) for item in items]
+  builds = []
+  original = execution.build
+  monkeypatch.setattr(execution, "build", lambda *a, **k: builds.append(1) or original(*a, **k))
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    together = iterative.check_all("cpp", items, False, limits, pool)
+  assert together == alone and len(builds) == 2  # two workers: the four programs in two builds
+  assert [c.verdict for c in together][0] == iterative.SUCCESS and together[2].verdict == "compile_error"
