@@ -88,6 +88,11 @@ def _build_and_run(renderer: Renderer, jobs, members: list[int], limits: executi
                                        env=build.env), renderer.toolchain, limits, directory)
       seconds = sum(s.runtime_s for s in result.compile)
       step = (build.compile[0] if build.compile else ("true",))
+      if _size(directory) > (limits.disk_mb << 20) * len(members):
+        # More than the members' boxes would hold alone (the build box is a host folder, not a
+        # capped tmpfs): none of it is used, each member compiles in its own capped box.
+        stats.failed_builds += 1
+        return alone + members
       if build.reports:
         reports = [_report(directory, paths) for paths in build.reports]
         for k, i in enumerate(members):
@@ -121,6 +126,18 @@ def _build_and_run(renderer: Renderer, jobs, members: list[int], limits: executi
     finally:
       shutil.rmtree(directory, ignore_errors=True)
   return alone + members
+
+
+def _size(directory: str) -> int:
+  """Bytes of the files under `directory`."""
+  total = 0
+  for folder, _, files in os.walk(directory):
+    for name in files:
+      try:
+        total += os.lstat(os.path.join(folder, name)).st_size
+      except OSError:
+        pass
+  return total
 
 
 def _report(directory: str, paths: tuple[str, str]) -> tuple[int, str] | None:

@@ -155,3 +155,20 @@ def test_a_failed_build_sends_the_members_it_blames_or_else_all_alone(monkeypatc
   stats = batching.Stats()
   batching.execute_all(cpp, jobs, LIMITS, batch_size=4, stats=stats)
   assert stats.builds == 1 and stats.failed_builds == 1 and stats.alone == 4
+
+
+def test_a_build_larger_than_its_members_boxes_is_not_used(monkeypatch):
+  cpp = renderer_or_skip("cpp")
+  question = QUESTIONS["HumanEval/0"]
+  jobs = [(question, "  return numbers.size() > %d;\n}" % i) for i in range(2)]
+  sizes = []
+  monkeypatch.setattr(batching, "_size", lambda directory: sizes.append(directory) or (LIMITS.disk_mb << 21) + 1)
+  stats = batching.Stats()
+  results = batching.execute_all(cpp, jobs, LIMITS, batch_size=2, stats=stats)
+  assert len(sizes) == 1 and stats.builds == 1 and stats.failed_builds == 1 and stats.alone == 2 and stats.built == 0
+  assert [judge(question, r).status for r in results] == [Status.FAILED] * 2  # compiled alone
+
+
+def test_warm_caches_renders_without_a_sandbox():
+  from evaluation.languages import warm_caches
+  assert warm_caches(["cpp", "python"]) == ["cpp", "python"]
