@@ -104,19 +104,6 @@ def test_wrong_fails_and_one_exception_leaves_other_cases(language):
     assert outcome.status is Status.FAILED
 
 
-def same_verdict(a, b, limit: float) -> bool:
-  """Whether two (outcome, run seconds) of one program agree: the same status and test cases, except
-  what timing decides: how many cases end before a timeout, and whether a program that exhausts a
-  resource (disk, memory, processes) finishes just inside its time limit or just outside it (the
-  other run then took at least half the limit)."""
-  (x, x_s), (y, y_s) = a, b
-  if x.status is y.status:
-    return x.status is Status.TIMEOUT or x.cases == y.cases
-  if Status.TIMEOUT in (x.status, y.status):
-    return (y_s if x.status is Status.TIMEOUT else x_s) >= limit / 2
-  return False
-
-
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_attacks_are_contained(language, tmp_path):
   renderer = renderer_or_skip(language)
@@ -145,11 +132,16 @@ def test_attacks_are_contained(language, tmp_path):
   secret = tmp_path / "secret"
   secret.write_text("TOPSECRET-4711\n")
   os.chmod(secret, 0o600)
-  def completion(kind):
-    return (attacks[kind].replace("{PORT}", str(server.getsockname()[1]))
-            .replace("{HOSTDIR}", str(hostdir)).replace("{SECRET}", str(secret)))
-
-  def contained(kind, result, outcome):
+  def attack(kind):
+    completion = (attacks[kind].replace("{PORT}", str(server.getsockname()[1]))
+                  .replace("{HOSTDIR}", str(hostdir)).replace("{SECRET}", str(secret)))
+    start = time.monotonic()
+    program = renderer.program(question, completion)
+    result = execution.execute(program, renderer.toolchain, ATTACK_LIMITS)
+    took = time.monotonic() - start
+    outcome = judge(question, result)
+    budget = ATTACK_LIMITS.timeout_s + ATTACK_LIMITS.compile_timeout_s * len(program.compile) + 15
+    assert took < budget, (kind, took)
     assert outcome.status is not Status.COMPILE_ERROR, (kind, outcome)
     # execute() returns only once no process of the program's uid is left (it raises otherwise).
     assert "TOPSECRET" not in result.stdout + result.stderr, kind
@@ -157,38 +149,12 @@ def test_attacks_are_contained(language, tmp_path):
     assert len(result.stdout) <= ATTACK_LIMITS.max_output_kb << 10
     if kind == "infinite_loop":
       assert outcome.status is Status.TIMEOUT, outcome
-
-  def attack(kind):
-    start = time.monotonic()
-    program = renderer.program(question, completion(kind))
-    result = execution.execute(program, renderer.toolchain, ATTACK_LIMITS)
-    took = time.monotonic() - start
-    outcome = judge(question, result)
-    budget = ATTACK_LIMITS.timeout_s + ATTACK_LIMITS.compile_timeout_s * len(program.compile) + 15
-    assert took < budget, (kind, took)
-    contained(kind, result, outcome)
-    return result.uid, (outcome, result.run.runtime_s if result.run else 0.0)
-
-  def batched(kinds):
-    """The same attacks compiled together (those the renderer lets share a build): each runs in its
-    own sandbox from the shared build, is contained alike, and gets the verdict it got alone."""
-    results = batching.execute_all(renderer, [(question, completion(k)) for k in kinds], ATTACK_LIMITS,
-                                   batch_size=len(kinds))
-    outcomes = [judge(question, r) for r in results]
-    for kind, result, outcome in zip(kinds, results, outcomes):
-      contained(kind, result, outcome)
-    return [r.uid for r in results], [(o, r.run.runtime_s if r.run else 0.0) for o, r in zip(outcomes, results)]
+    return result.uid
 
   import concurrent.futures
   try:
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      alone = list(pool.map(attack, ATTACKS))
-      together = list(pool.map(batched, [ATTACKS[0::2], ATTACKS[1::2]]))
-    kinds = [*ATTACKS[0::2], *ATTACKS[1::2]]
-    uids = [u for u, _ in alone] + [u for us, _ in together for u in us]
-    verdicts = dict(zip(kinds, [o for _, outcomes in together for o in outcomes]))
-    for kind, (_, single) in zip(ATTACKS, alone):
-      assert same_verdict(verdicts[kind], single, ATTACK_LIMITS.timeout_s), (kind, verdicts[kind], single)
+      uids = list(pool.map(attack, ATTACKS))
     if os.geteuid() == 0:
       assert not [u for u in uids if execution.survivors(u)], "a sandbox process survived"
   finally:
@@ -212,12 +178,16 @@ def test_every_typed_humaneval_stub_compiles_and_fails(language):
   renderer = renderer_or_skip(language)
   # The fixture questions add what HumanEval lacks: set and int-keyed map inputs, list<optional>.
   questions = list(load_benchmark("humaneval").values()) + list(QUESTIONS.values())
+  # Compiled as the scorer compiles them: in batches (evaluation/batching.py; tests/test_batching.py
+  # holds batched verdicts equal to those of programs compiled alone), one batch per worker at a time.
+  chunks = [questions[i:i + 32] for i in range(0, len(questions), 32)]
 
-  def one(question):
-    return question.qid, run(renderer, question, renderer.stub(question))
+  def some(chunk):
+    results = batching.execute_all(renderer, [(q, renderer.stub(q)) for q in chunk], LIMITS, batch_size=32)
+    return [(q.qid, judge(q, r)) for q, r in zip(chunk, results)]
 
   with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-    outcomes = dict(pool.map(one, questions))
+    outcomes = dict(pair for done in pool.map(some, chunks) for pair in done)
   bad = {qid: o for qid, o in outcomes.items()
          if o.status not in (Status.FAILED, Status.PASSED) or Case.EXCEPTION in o.cases
          or Case.MISSING in o.cases}
