@@ -59,6 +59,7 @@ def execute_all(renderer: Renderer, jobs: Sequence[tuple[Question, str]],
   stats = stats if stats is not None else Stats()
   results: list[execution.Execution | None] = [None] * len(jobs)
   if batch_size > 1:
+    renderer.prepare([question for question, _ in jobs])
     members = [i for i, (question, code) in enumerate(jobs) if renderer.batchable(question, code)]
   else:
     members = []

@@ -122,11 +122,35 @@ def test_cpp_refuses_what_could_reach_beyond_its_function():
       "unterminated string": "  string s = \"abc;\n  return true;\n}",
       "unterminated comment": "  /* return true;\n}",
       "char literal hiding code": "  long x = 1'0; char c = 'a';\n#define Y\n  return true;\n}",
+      "the file's name": "  return string(__FILE__) == \"main.cpp\";\n}",
+      "the translation unit's name": "  return string(__BASE_FILE__) == \"main.cpp\";\n}",
+      "a counter over the unit": "  return __COUNTER__ == 0;\n}",
+      "the function's qualified name": "  return string(__PRETTY_FUNCTION__).find(\"::\") == string::npos;\n}",
+      "type names": "  struct S {};\n  return string(typeid(S).name()).size() < 20;\n}",
   }
   for code in fine:
     assert cpp.batchable(question, code), code
   for why, code in refused.items():
     assert not cpp.batchable(question, code), why
+
+
+def test_cpp_refuses_a_function_whose_name_the_prompts_head_declares():
+  """Alone, `strlen(s.c_str())` inside `long strlen(string s)` calls the C function (both are in the
+  global namespace); in a member's namespace it would find only itself and recurse."""
+  from evaluation.languages import cpp
+  from evaluation.score import load_benchmark
+
+  renderer = renderer_or_skip("cpp")
+  humaneval = load_benchmark("humaneval")
+  names = {renderer.function_name(q) for q in humaneval.values()}
+  found = cpp.declared(sorted(names))
+  assert {n for n, is_declared in found.items() if is_declared} >= {"strlen", "unique", "search", "max_element"}
+  assert not found["has_close_elements"] and not found["median"]
+  strlen = humaneval["HumanEval/23"]
+  code = "  return strlen(string_.c_str());\n}"
+  assert renderer.function_name(strlen) == "strlen" and not renderer.batchable(strlen, code)
+  results = batching.execute_all(renderer, [(strlen, code), (strlen, renderer.stub(strlen))], LIMITS, batch_size=2)
+  assert judge(strlen, results[0]).status is Status.PASSED  # alone: the C function
 
 
 def test_cpp_blames_the_members_its_compiler_names():

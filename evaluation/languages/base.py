@@ -115,6 +115,10 @@ class Renderer:
 
   # ---- batched compilation (evaluation/batching.py); a renderer without it compiles one by one ----
 
+  def prepare(self, questions: Sequence[Question]) -> None:
+    """Called with every question of a batch of work before `batchable`: a renderer that asks its
+    toolchain something per question (once, cached) asks it for all of them together here."""
+
   def batchable(self, question: Question, completion: str) -> bool:
     """Whether this completion may be compiled together with others: only when nothing it can
     contain reaches another member of the build (what each renderer checks is in its docstring).

@@ -24,7 +24,13 @@ function exactly at its end, so nothing it holds is at namespace scope; no prepr
 no raw strings or line splices, no attributes, `asm`, `extern` or `_Pragma` (which could place code or
 symbols beyond the function: a constructor, a `malloc` of its own), and no name starting with
 `codelm` (the harness's and the other members'). Inside a function body nothing else reaches another
-member: no definition there has linkage, and no code but its own runs in its sandbox.
+member: no definition there has linkage, and no code but its own runs in its sandbox. Two things would
+still differ inside the namespace, so they are refused too: the names the compiler fills in
+(`__FILE__`, `__BASE_FILE__`, `__COUNTER__`, `__PRETTY_FUNCTION__`, `typeid`'s names, ...), and a
+function whose name the prompt's head already declares (`strlen`, `unique`, `search` ...): alone, a
+call inside its body sees both its own function and the library's (`strlen(s.c_str())` is the C
+function), in a namespace only its own (a recursive call). Which names are declared is asked of g++
+once per name (`declared`, cached for the process).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -435,9 +442,52 @@ def _remove_stale(current: str) -> None:
 
 PROMPT_HEAD = "#include <bits/stdc++.h>\nusing namespace std;\n\n"
 # What a completion that shares a build may not hold, outside comments and literals (module docstring).
-REFUSED_WORDS = ("asm", "__asm", "__asm__", "__attribute__", "_Pragma", "__declspec", "extern")
+REFUSED_WORDS = ("asm", "__asm", "__asm__", "__attribute__", "_Pragma", "__declspec", "extern",
+                 # Filled in by the compiler with what differs in a shared build.
+                 "__FILE__", "__BASE_FILE__", "__FILE_NAME__", "__COUNTER__", "__PRETTY_FUNCTION__",
+                 "__TIMESTAMP__", "__INCLUDE_LEVEL__", "typeid")
 REFUSED_TEXT = re.compile(r"#|%:|<%|%>|<:|:>|\[\[|\?\?|(?<![\w$])codelm", re.IGNORECASE)
 _BLAMED = re.compile(r"\bm(\d+)/main\.cpp:|\bcodelm_m(\d+)::")
+
+
+_declared_lock = threading.Lock()
+_declared: dict[str, bool] = {}
+_UNDECLARED = re.compile(r"^codelm-probe\.cpp:(\d+):\d+: error: '(\w+)' was not declared in this scope",
+                         re.MULTILINE)
+
+
+def declared(names) -> dict[str, bool]:
+  """Whether the prompt's head (<bits/stdc++.h> and `using namespace std;`) already declares each
+  name; cached, and asked of g++ for all unknown names in one compile (module docstring). A name
+  g++ cannot be asked about counts as declared (its program then compiles alone)."""
+  with _declared_lock:
+    unknown = sorted({n for n in names if n not in _declared})
+    if unknown:
+      _declared.update(_probe(unknown))
+    return {n: _declared[n] for n in names}
+
+
+def _probe(names: list[str]) -> dict[str, bool]:
+  plain = [n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)]
+  first = PROMPT_HEAD.count("\n") + 1
+  text = PROMPT_HEAD + "".join(f"void codelm_probe_{i}() {{ (void) {name}; }}\n" for i, name in enumerate(plain))
+  undeclared = set()
+  with tempfile.TemporaryDirectory() as work:
+    source = os.path.join(work, "codelm-probe.cpp")
+    with open(source, "w", encoding="utf-8") as f:
+      f.write(text)
+    pch = precompiled_header_dir()
+    try:
+      done = subprocess.run([GXX, *CXX_FLAGS, *(("-I", pch) if pch else ()), "-fsyntax-only", "codelm-probe.cpp"],
+                            cwd=work, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "LC_ALL": "C"})  # plain quotes in the messages
+    except (OSError, subprocess.SubprocessError):
+      return {n: True for n in names}
+  for line, name in _UNDECLARED.findall(done.stderr):
+    i = int(line) - first
+    if 0 <= i < len(plain) and plain[i] == name:
+      undeclared.add(name)
+  return {n: n not in undeclared for n in names}
 
 
 def _starts_char_literal(text: str, i: int) -> bool:
@@ -481,8 +531,13 @@ class Cpp(base.Renderer):
     include = ("-I", pch) if pch else ()
     return (GXX, *CXX_FLAGS, *include, "-o", "main", source)
 
+  def prepare(self, questions) -> None:
+    declared([self.function_name(q) for q in questions])
+
   def batchable(self, question: Question, completion: str) -> bool:
     if "R\"" in completion:  # a raw string's body is not lexed like a literal
+      return False
+    if declared([self.function_name(question)])[self.function_name(question)]:
       return False
     code = lexing.code_only(completion, char_literal=_starts_char_literal)
     return (code is not None and lexing.closes_body(code) and not REFUSED_TEXT.search(code)
