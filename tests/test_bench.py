@@ -91,7 +91,7 @@ def test_score_throughput_bench_scores_and_writes_its_figures(tmp_path):
   duplicates = tmp_path / "dups.jsonl"
   duplicates.write_text("".join(json.dumps({"qid": "q", "language": "C++", "code": c}) + "\n" for c in "aaba"))
   assert bench_score.main(["--programs", "8", "--languages", "python,cpp", "--workers", "1", "--batch_size", "4",
-                           "--no_before", "--duplicates", str(duplicates), "--output", str(output)]) == 0
+                           "--no_before", "--repeats", "1", "--duplicates", str(duplicates), "--output", str(output)]) == 0
   result = json.loads(output.read_text())
   assert result["verdict_mismatches"] == 0 and set(result["languages"]) == {"python", "cpp"}
   cpp = result["languages"]["cpp"]
