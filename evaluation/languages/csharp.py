@@ -13,7 +13,25 @@ model writes inside Solution does not collide with it.
 
 mcs itself and mscorlib are ahead-of-time compiled by Debian (/usr/lib/mono/aot-cache), so a
 program compiles in about 0.15 CPU seconds and runs in about 0.02; `-noconfig` (only the assemblies
-named) saves another 10%. Precompiling the harness into a library would save under 0.02 s.
+named) saves another 10%.
+
+The harness's fixed part (the JSON encoder and the record loop, csharp_runtime.cs) is a library,
+CodelmRuntime.dll, compiled once on the host into CACHE_DIR/runtime-<key>/ (keyed by mono, mscorlib,
+mcs, the framework assemblies, the sources and the flags) and ahead-of-time compiled there by
+`mono --aot` (CodelmRuntime.dll.so, where binutils' as and ld exist): main.cs keeps what depends on
+the question (the return type's tree, the case ids, the `Call` switch) and compiles against the
+library, and the run finds it through MONO_PATH, read-only outside the box. Where the library cannot
+be built, main.cs carries the runtime's source instead (the same records; tested).
+
+Importing System.dll is about a third of a warm compilation, and most programs never reach it.
+csharp_names.cs, run on the host when the library is built, lists every name through which a
+program can reach System.dll: its top-level types and extension methods, the namespace segments only
+it brings, and the types and members of the other referenced assemblies whose signatures hold one
+of its types, to a fixed point (HashSet<T> implements its ISet<T>). A program whose text, escapes
+and formatting characters decoded, holds none of those names is compiled without -r:System.dll;
+listing too much only costs speed. The tests compile the fixture's programs, the attacks and
+completions that reach much of the language and the framework both ways and compare the reports and
+main.exe, byte for byte.
 
 Batched (evaluation/batching.py), with per-member reports: of those 0.15 s, about 0.1 is mono and
 mcs warming up, paid once per process. A small driver (csharp_batch.cs, compiled once on the host
@@ -36,15 +54,13 @@ The one thing a source can observe that differs is its own path, through [Caller
 (/box/m3/main.cs instead of /box/main.cs): `batchable` refuses a completion that names it, escapes
 and formatting characters decoded. Everything else joins.
 
-Where the time goes, per program of a batch of 28 (tests/solutions/csharp.json's programs and the
-fixture's stubs; CPU time, the sandboxes included, on a loaded 2-core machine): alone 175-240 ms a
-program, batched 75-100 (2.3-2.5x). Of the batched, the driver takes ~45 ms a member (callgrind:
-0.21G instructions a warm compilation, about half reading and importing the references -- mscorlib,
-System, System.Core and System.Numerics are read again by each compilation, since mcs ties them to
-its compiler context -- and a fifth the harness), the run 15-20 and its sandbox ~10. A shared build
-(one compilation, one copy of the harness) would save most of the 45 ms, but it puts each member's
-types in a namespace of its own, which changes what their default ToString(), GetType() and stack
-traces say.
+Where the time goes (bench/score_throughput.py --languages csharp --programs 64 --repeats 2, 2
+workers, CPU seconds a program, sandboxes included): before this batching 0.23, alone 0.17, batched
+0.06. Of the batched, the driver's warm compilation is most (mscorlib, System.Core and System.Numerics
+are read again by each compilation, since mcs ties them to its compiler context), then the run and
+its sandbox. A shared build (one compilation for all members) would save more, but it puts each
+member's types in a namespace of its own, which changes what their default ToString(), GetType() and
+stack traces say.
 """
 
 from __future__ import annotations
@@ -67,21 +83,42 @@ from evaluation.typed import Question, Type, default_value
 MONO = "/usr/bin/mono-sgen"  # /usr/bin/mono links to it; /usr/bin/mcs is a shell wrapper around it
 MCS = "/usr/lib/mono/4.5/mcs.exe"
 HARNESS_CLASS = "CodelmHarness"
-# -noconfig: no default references beyond the ones named (fewer assemblies to load);
-# System.Core has LINQ, System.Numerics BigInteger.
-MCS_OPTIONS = ("-noconfig", "-r:System.dll", "-r:System.Core.dll", "-r:System.Numerics.dll",
-               "-langversion:7.2", "-warn:0",
-               f"-main:{HARNESS_CLASS}", "-out:main.exe")
+# -noconfig: no default references beyond the ones named (fewer assemblies to load); System has
+# Stack, Queue, Regex, System.Core LINQ and HashSet, System.Numerics BigInteger.
+SYSTEM_REFERENCE = "-r:System.dll"
+MCS_REFERENCES = (SYSTEM_REFERENCE, "-r:System.Core.dll", "-r:System.Numerics.dll")
+MCS_FLAGS = ("-langversion:7.2", "-warn:0", f"-main:{HARNESS_CLASS}", "-out:main.exe")
+MCS_OPTIONS = ("-noconfig", *MCS_REFERENCES, *MCS_FLAGS)  # a self-contained program's (no runtime library)
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The batch driver, compiled once per mono build and driver source (CODELM_TOOLCHAINS overrides
-# <repo root>/.toolchains, as for C++'s precompiled header).
+# The batch driver and the runtime library, each compiled once per mono build and source
+# (CODELM_TOOLCHAINS overrides <repo root>/.toolchains, as for C++'s precompiled header).
 CACHE_DIR = os.path.join(os.environ.get("CODELM_TOOLCHAINS") or os.path.join(_REPO_ROOT, ".toolchains"),
                          "csharp")
 DRIVER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csharp_batch.cs")
 DRIVER_NAME = "codelm-mcs-batch.exe"
 # How the driver is compiled: against mcs.exe itself, whose compiler classes it calls.
 DRIVER_FLAGS = ("-noconfig", "-r:System.dll", f"-r:{MCS}", "-warn:0")
+# The fixed part of the harness (csharp_runtime.cs), compiled once per mono build and source into
+# CACHE_DIR/runtime-<key>/ and ahead-of-time compiled there (module docstring).
+RUNTIME_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csharp_runtime.cs")
+RUNTIME_CLASS = "CodelmRuntime"
+RUNTIME_NAME = "CodelmRuntime.dll"
+RUNTIME_PREFIX = "runtime-"  # its key directory's prefix (the driver's is the bare key)
+# mscorlib only (-noconfig; the runtime needs nothing else), so a run loads no other assembly for it.
+RUNTIME_FLAGS = ("-noconfig", "-target:library", "-optimize+", "-warn:0")
+# mono's default AOT (not --aot=full, which needs a full-AOT mscorlib): native code for every
+# method, loaded from CodelmRuntime.dll.so next to the library; the JIT still compiles the program.
+AOT_OPTIONS = ("--aot",)
+MSCORLIB = "/usr/lib/mono/4.5/mscorlib.dll"  # an AOT image is only valid with the mscorlib it was made against
+# Which names lead to System.dll (module docstring): csharp_names.cs, run on the host when the
+# runtime is built, over System.dll and the other assemblies a program references.
+NAMES_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csharp_names.cs")
+NAMES_TOOL = "codelm-csharp-names.exe"
+SYSTEM_NAMES = "system-names.txt"
+FRAMEWORK = tuple(os.path.join(os.path.dirname(MCS), name)
+                  for name in ("System.dll", "System.Core.dll", "System.Numerics.dll"))
+_WORD = re.compile(r"\w+")
 # The batch's compiler process only (mcs's outputs do not depend on it): a 64 MB nursery (mono's
 # default is 4 MB) collects less often; 12% fewer instructions over 6 members (callgrind: 2.01G ->
 # 1.76G; 256 MB gains nothing more), ~280 MB resident.
@@ -178,9 +215,9 @@ def param_name(name: str) -> str:
 
 
 def type_tree(t: Type) -> str:
-  """The type as the harness's `Ty` tree: new Ty("list", new Ty("int"))."""
+  """The type as the runtime's tree: new CodelmRuntime.Ty("list", new CodelmRuntime.Ty("int"))."""
   args = "".join(", " + type_tree(a) for a in t.args)
-  return f'new Ty("{t.name}"{args})'
+  return f'new {RUNTIME_CLASS}.Ty("{t.name}"{args})'
 
 
 def doc_comment(description: str, indent: str = "    ") -> str:
@@ -189,140 +226,119 @@ def doc_comment(description: str, indent: str = "    ") -> str:
           + f"{indent}/// </summary>\n")
 
 
-# Type-directed conversion of the returned value to canonical JSON. Records go to the process's
-# stdout stream itself (Console.SetOut or a half-written line of the solution's own output cannot
-# hide them: each record starts on a fresh line); Environment.Exit ends the process even when the
-# solution left foreground threads running.
-_HARNESS = r"""
-static class CodelmHarness {
-    sealed class Ty {
-        public readonly string Name;
-        public readonly Ty[] Args;
-        public Ty(string name, params Ty[] args) { Name = name; Args = args; }
-    }
+@functools.cache
+def runtime_source() -> str:
+  """csharp_runtime.cs with the record prefix filled in."""
+  with open(RUNTIME_SOURCE, encoding="utf-8") as f:
+    return f.read().replace("PREFIX", base.RECORD_PREFIX)
 
-    static Exception WrongType(Ty t, object v) {
-        return new InvalidCastException("expected " + t.Name + ", got " + (v == null ? "null" : v.GetType().FullName));
-    }
 
-    static void Encode(StringBuilder sb, Ty t, object v) {
-        var inv = System.Globalization.CultureInfo.InvariantCulture;
-        if (t.Name == "optional") {
-            if (v == null) sb.Append("null");
-            else Encode(sb, t.Args[0], v);
-            return;
-        }
-        if (v == null) throw new NullReferenceException("returned null where a " + t.Name + " is expected");
-        switch (t.Name) {
-            case "bool":
-                if (!(v is bool)) throw WrongType(t, v);
-                sb.Append((bool) v ? "true" : "false");
-                return;
-            case "int":
-                if (v is long) sb.Append(((long) v).ToString(inv));
-                else if (v is int) sb.Append(((int) v).ToString(inv));
-                else throw WrongType(t, v);
-                return;
-            case "float": {
-                double d;
-                if (v is double) d = (double) v;
-                else if (v is float) d = (float) v;
-                else if (v is long) d = (long) v;
-                else if (v is int) d = (int) v;
-                else throw WrongType(t, v);
-                sb.Append(double.IsNaN(d) ? "NaN" : double.IsPositiveInfinity(d) ? "Infinity"
-                          : double.IsNegativeInfinity(d) ? "-Infinity" : d.ToString("R", inv));
-                return;
-            }
-            case "string": {
-                var s = v as string;
-                if (s == null) throw WrongType(t, v);
-                sb.Append('"');
-                foreach (char c in s) {
-                    if (c == '"' || c == '\\') sb.Append('\\').Append(c);
-                    else if (c >= 0x20 && c < 0x7f) sb.Append(c);
-                    else if (c == '\n') sb.Append("\\n");
-                    else if (c == '\t') sb.Append("\\t");
-                    else if (c == '\r') sb.Append("\\r");
-                    else sb.Append("\\u").Append(((int) c).ToString("x4", inv));
-                }
-                sb.Append('"');
-                return;
-            }
-            case "list":
-            case "set": {
-                if (t.Name == "list" ? !(v is System.Collections.IList) : !(v is System.Collections.IEnumerable) || v is string)
-                    throw WrongType(t, v);
-                sb.Append('[');
-                bool first = true;
-                foreach (object item in (System.Collections.IEnumerable) v) {
-                    if (!first) sb.Append(", ");
-                    first = false;
-                    Encode(sb, t.Args[0], item);
-                }
-                sb.Append(']');
-                return;
-            }
-            case "map": {
-                var map = v as System.Collections.IDictionary;
-                if (map == null) throw WrongType(t, v);
-                sb.Append('[');
-                bool first = true;
-                foreach (System.Collections.DictionaryEntry entry in map) {
-                    if (!first) sb.Append(", ");
-                    first = false;
-                    sb.Append('[');
-                    Encode(sb, t.Args[0], entry.Key);
-                    sb.Append(", ");
-                    Encode(sb, t.Args[1], entry.Value);
-                    sb.Append(']');
-                }
-                sb.Append(']');
-                return;
-            }
-            case "tuple": {
-                var tuple = v as System.Runtime.CompilerServices.ITuple;
-                if (tuple == null || tuple.Length != t.Args.Length) throw WrongType(t, v);
-                sb.Append('[');
-                for (int i = 0; i < t.Args.Length; i++) {
-                    if (i > 0) sb.Append(", ");
-                    Encode(sb, t.Args[i], tuple[i]);
-                }
-                sb.Append(']');
-                return;
-            }
-            default:
-                throw new InvalidOperationException("unknown type " + t.Name);
-        }
-    }
+def _runtime_key() -> str:
+  """Changes with the mono build, mscorlib, mcs, the framework assemblies, the runtime's and the
+  names tool's sources, the flags and the AOT options (mono ignores an AOT image made by another
+  runtime or against another mscorlib: it would JIT the library again, silently)."""
+  try:
+    stats = [os.stat(os.path.realpath(path)) for path in (MONO, MSCORLIB, MCS, *FRAMEWORK)]
+    with open(NAMES_SOURCE, "rb") as f:
+      names = f.read()
+    source = runtime_source()
+  except OSError:
+    return ""
+  toolchain = ":".join(f"{s.st_size}:{s.st_mtime_ns}" for s in stats)
+  return hashlib.sha256(repr((toolchain, RUNTIME_FLAGS, AOT_OPTIONS, source, names)).encode()).hexdigest()[:16]
 
-    static string OneLine(Exception e) {
-        string text = (e.GetType().FullName + ": " + e.Message).Replace('\n', ' ').Replace('\r', ' ');
-        return text.Length > 300 ? text.Substring(0, 300) : text;
-    }
 
-    static void Main() {
-        var solutionOut = Console.Out;
-        var records = Console.OpenStandardOutput();
-        var returnType = RETURN_TYPE;
-        for (int i = 0; i < Ids.Length; i++) {
-            string line;
-            try {
-                var value = new StringBuilder();
-                Encode(value, returnType, Call(i));
-                line = "ok " + value;
-            } catch (Exception e) {
-                line = "exception " + OneLine(e);
-            }
-            solutionOut.Flush();
-            Console.Out.Flush();
-            byte[] bytes = Encoding.UTF8.GetBytes("\nPREFIX" + Ids[i] + " " + line + "\n");
-            records.Write(bytes, 0, bytes.Length);
-            records.Flush();
-        }
-        Environment.Exit(0);
-    }
-"""
+_runtime_lock = threading.Lock()
+
+
+@functools.cache
+def runtime_dir() -> str | None:
+  """CACHE_DIR/runtime-<key>/: CodelmRuntime.dll and, where mono can ahead-of-time compile it
+  (it needs binutils' as and ld on the host), CodelmRuntime.dll.so. Built once on the host; None
+  when the library cannot be (each program then carries the runtime's source in its main.cs)."""
+  key = _runtime_key()
+  if not key:
+    return None
+  final = os.path.join(CACHE_DIR, RUNTIME_PREFIX + key)
+  library = os.path.join(final, RUNTIME_NAME)
+  with _runtime_lock:
+    if os.path.exists(library):
+      return final
+    try:
+      os.makedirs(CACHE_DIR, exist_ok=True)
+      work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
+      try:
+        source = os.path.join(work, "CodelmRuntime.cs")
+        with open(source, "w", encoding="utf-8") as f:
+          f.write(runtime_source())
+        subprocess.run([MONO, MCS, *RUNTIME_FLAGS, f"-out:{os.path.join(work, RUNTIME_NAME)}", source],
+                       check=True, capture_output=True, timeout=300)
+        os.remove(source)
+        try:
+          subprocess.run([MONO, *AOT_OPTIONS, RUNTIME_NAME], cwd=work, check=True, capture_output=True,
+                         timeout=300, env={**os.environ, "TMPDIR": work})
+        except (OSError, subprocess.SubprocessError) as error:  # the library works without: JIT'd
+          _LOG.warning("mono could not AOT-compile the C# runtime (runs JIT it): %s %s", error,
+                       (getattr(error, "stdout", None) or b"")[-2000:])
+        try:
+          _list_system_names(work)
+        except (OSError, subprocess.SubprocessError) as error:  # every program then references it
+          _LOG.warning("the names that lead to System.dll were not listed (every program references "
+                       "it): %s %s", error, (getattr(error, "stderr", None) or b"")[-2000:])
+        keep = (RUNTIME_NAME, RUNTIME_NAME + ".so", SYSTEM_NAMES)
+        for name in os.listdir(work):  # MONO_PATH points here: nothing but these
+          if name not in keep:
+            os.remove(os.path.join(work, name))
+          else:
+            os.chmod(os.path.join(work, name), 0o444)
+        os.chmod(work, 0o755)  # the sandbox's uid reads it (mkdtemp makes it 0700)
+        os.rename(work, final)  # atomic: a sandbox sees the whole directory or none
+      except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    except (OSError, subprocess.SubprocessError) as error:
+      if not os.path.exists(library):  # another scorer may have won the rename
+        _LOG.warning("the C# runtime library failed to build (programs carry its source): %s %s", error,
+                     (getattr(error, "stdout", None) or b"")[-2000:])
+        return None
+    # Earlier runtimes stay (60 KB each): a scorer of another checkout sharing the cache may be
+    # running programs against one right now, and a run whose library vanished would fail.
+    return final
+
+
+def _list_system_names(work: str) -> None:
+  """work/system-names.txt: csharp_names.cs's list, over System.dll and the other assemblies a
+  program compiled against work/CodelmRuntime.dll references."""
+  tool = os.path.join(work, NAMES_TOOL)
+  subprocess.run([MONO, MCS, "-noconfig", "-r:System.dll", "-r:System.Core.dll", "-warn:0", f"-out:{tool}",
+                  NAMES_SOURCE], check=True, capture_output=True, timeout=300)
+  listed = subprocess.run([MONO, tool, FRAMEWORK[0], MSCORLIB, *FRAMEWORK[1:], os.path.join(work, RUNTIME_NAME)],
+                          check=True, capture_output=True, timeout=300).stdout.decode()
+  names = listed.split()
+  if len(names) < 100 or not {"LinkedList", "SortedSet", "Regex", "HashSet", "ToHashSet"} <= set(names):
+    raise OSError(f"the System.dll names look wrong ({len(names)} names)")
+  with open(os.path.join(work, SYSTEM_NAMES), "w", encoding="utf-8") as f:
+    f.write("\n".join(names) + "\n")
+
+
+@functools.cache
+def _system_names(runtime: str) -> frozenset[str] | None:
+  try:
+    with open(os.path.join(runtime, SYSTEM_NAMES), encoding="utf-8") as f:
+      return frozenset(f.read().split())
+  except OSError:
+    return None
+
+
+def needs_system(text: str, runtime: str | None) -> bool:
+  """Whether a program must reference System.dll: unless the runtime's list of the names that lead
+  there (csharp_names.cs) exists and not one word of the program's text, escapes and formatting
+  characters decoded as C# decodes identifiers, is on it (module docstring)."""
+  names = _system_names(runtime) if runtime else None
+  if names is None:
+    return True
+  text = "".join(c for c in _unescaped(text) if unicodedata.category(c) != "Cf")
+  return not names.isdisjoint(_WORD.findall(text))
 
 
 def _driver_key() -> str:
@@ -375,7 +391,7 @@ def driver_path() -> str | None:
 
 
 def _remove_stale(current: str) -> None:
-  """Drivers of an earlier mono or driver source."""
+  """Drivers of an earlier mono or driver source (not runtime-<key>/: see runtime_dir)."""
   for name in os.listdir(CACHE_DIR):
     path = os.path.join(CACHE_DIR, name)
     if path != current and os.path.isdir(path) and len(name) == 16:
@@ -413,21 +429,35 @@ class CSharp(base.Renderer):
     value = literal(question.return_type, default_value(question.return_type))
     return f"        return {value};\n    }}\n}}"
 
-  def program(self, question: Question, completion: str) -> base.Program:
+  def program(self, question: Question, completion: str, runtime: str | None = "") -> base.Program:
+    """main.cs: the solution, then the harness's part that depends on the question (the return type's
+    tree, the case ids, the `Call` switch), which hands them to CodelmRuntime.Run. `runtime`: the
+    library's directory ("" looks it up, None: none, and main.cs carries the runtime's source)."""
     name = self.function_name(question)
     cases = base.render_cases(question, literal)
     calls = "".join(f"            case {i}: return new Solution().{name}({args});\n"
                     for i, (_, args) in enumerate(cases))
-    harness = (_HARNESS.replace("RETURN_TYPE", type_tree(question.return_type))
-               .replace("PREFIX", base.RECORD_PREFIX)
-               + "    static readonly long[] Ids = {" + ", ".join(str(idx) for idx, _ in cases) + "};\n\n"
-               "    static object Call(int i) {\n        switch (i) {\n" + calls
+    harness = (f"sealed class {HARNESS_CLASS} : {RUNTIME_CLASS}.ICases {{\n"
+               "    static void Main() {\n"
+               f"        {RUNTIME_CLASS}.Run({type_tree(question.return_type)},\n"
+               "            new long[] {" + ", ".join(str(idx) for idx, _ in cases) + "}, "
+               f"new {HARNESS_CLASS}());\n    }}\n\n"
+               "    public object Call(int i) {\n        switch (i) {\n" + calls
                + "            default: throw new InvalidOperationException(\"no case \" + i);\n"
                "        }\n    }\n}\n")
+    if runtime == "":
+      runtime = runtime_dir()
     text = self.signature_with_docstring(question) + completion + "\n\n" + harness
-    return base.Program(files={"main.cs": text},
-                        compile=((MONO, MCS, *MCS_OPTIONS, "main.cs"),),
-                        run=(MONO, "main.exe"))
+    if runtime:
+      # The run finds the library through MONO_PATH (module docstring): the box holds main.cs and
+      # main.exe only, as before. Without System.dll when nothing in the text can reach it.
+      references = tuple(r for r in MCS_REFERENCES if r != SYSTEM_REFERENCE or needs_system(text, runtime))
+      options = ("-noconfig", *references, *MCS_FLAGS, f"-r:{os.path.join(runtime, RUNTIME_NAME)}")
+      env = {"MONO_PATH": runtime}
+    else:
+      text, options, env = text + "\n" + runtime_source(), MCS_OPTIONS, {}
+    return base.Program(files={"main.cs": text}, compile=((MONO, MCS, *options, "main.cs"),),
+                        run=(MONO, "main.exe"), env=env)
 
   def batchable(self, question: Question, completion: str) -> bool:
     """Each member is a compilation of its own (module docstring): only a completion that could
@@ -445,11 +475,15 @@ class CSharp(base.Renderer):
     files, runs, reports = {}, [], []
     for k, (question, completion) in enumerate(jobs):
       program = self.program(question, completion)
+      (argv,) = program.compile
+      options = argv[2:]  # mcs's options and source, as program() compiles it alone
+      assert not any("\n" in option for option in options), options
       files[f"m{k}/main.cs"] = program.files["main.cs"]
-      runs.append(base.Program(files=program.files, run=program.run,
+      files[f"m{k}/options"] = "\n".join(options)
+      runs.append(base.Program(files=program.files, run=program.run, env=program.env,
                                artefacts={"main.exe": f"m{k}/main.exe"}))
       reports.append((f"reports/{k}.status", f"reports/{k}.out"))
-    step = (MONO, driver, MCS, str(len(jobs)), *MCS_OPTIONS, "main.cs")  # as program() compiles
+    step = (MONO, driver, MCS, str(len(jobs)))
     return base.Build(files=files, compile=(step,), runs=tuple(runs), env=BUILD_ENV,
                       reports=tuple(reports))
 

@@ -1,11 +1,13 @@
 // The C# renderer's batch driver (evaluation/languages/csharp.py): compiles many programs in one
 // mono process, each as its own compilation, exactly as `mcs <options> main.cs` would alone.
 //
-//   mono codelm-mcs-batch.exe <mcs.exe> <count> <mcs options...>
+//   mono codelm-mcs-batch.exe <mcs.exe> <count>
 //
-// Member k's sources are m<k>/main.cs; its compilation runs with m<k>/ as the current directory and
-// the options given (those of the program compiled alone, -out:main.exe main.cs included), so the
-// compiler reads, writes and names the same relative paths as alone. What mcs prints for it (its
+// Member k's sources are m<k>/main.cs and its mcs options the lines of m<k>/options (those of the
+// program compiled alone, -out:main.exe main.cs included: members may differ, as in whether they
+// reference System.dll); its compilation runs with m<k>/ as the current directory, so the compiler
+// reads, writes and names the same relative paths as alone. Every member's options are read before
+// the first compilation. What mcs prints for it (its
 // diagnostics on stderr and the "Compilation failed: ..." line on stdout, interleaved as written)
 // goes to reports/<k>.out, then its exit status to reports/<k>.status (written last, by rename:
 // a member without a status file is compiled alone by evaluation/batching.py).
@@ -33,8 +35,8 @@ static class CodelmMcsBatch {
     static string mcsPath;
 
     static int Main(string[] args) {
-        if (args.Length < 3) {
-            Console.Error.WriteLine("usage: codelm-mcs-batch.exe MCS_EXE COUNT MCS_OPTIONS...");
+        if (args.Length != 2) {
+            Console.Error.WriteLine("usage: codelm-mcs-batch.exe MCS_EXE COUNT");
             return 2;
         }
         mcsPath = args[0];
@@ -42,9 +44,10 @@ static class CodelmMcsBatch {
         AppDomain.CurrentDomain.AssemblyResolve += (sender, e) =>
             new AssemblyName(e.Name).Name == "mcs" ? Assembly.LoadFrom(mcsPath) : null;
         int count = int.Parse(args[1]);
-        var options = new string[args.Length - 2];
-        Array.Copy(args, 2, options, 0, options.Length);
-        return Members.CompileAll(count, options);
+        var options = new string[count][];
+        for (int k = 0; k < count; k++)
+            options[k] = File.ReadAllLines(Path.Combine("m" + k, "options"), Encoding.UTF8);
+        return Members.CompileAll(options);
     }
 }
 
@@ -61,7 +64,8 @@ static class Members {
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    public static int CompileAll(int count, string[] options) {
+    public static int CompileAll(string[][] options) {
+        int count = options.Length;
         string root = Directory.GetCurrentDirectory();
         Directory.CreateDirectory(Path.Combine(root, "reports"));
         var stdout = Console.Out;
@@ -75,7 +79,7 @@ static class Members {
                 Directory.SetCurrentDirectory(Path.Combine(root, "m" + k));
                 Console.SetOut(output);
                 Console.SetError(output);
-                status = CompileOne(options);
+                status = CompileOne(options[k]);
                 trusted = Trusted(output.ToString());
             } catch (Exception e) {
                 Console.SetOut(stdout);
