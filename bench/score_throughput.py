@@ -20,7 +20,8 @@ to JSON: programs/s and seconds of one worker per program for each way, the spee
 the paper's evaluation of one checkpoint (164 problems x 200 samples x 12 languages, generation) and
 of the 15-checkpoint ablation, in core-hours (workers x wall time; one worker per core here). Without
 running duplicates once, and with it at the duplicate share of a real predictions file
-(--duplicates: the share of (language, problem, completion) that repeat).
+(--duplicates: the share of its programs that repeat an earlier (language, problem, program), read
+and keyed as the scorer does).
 --beam also scores the whole workload (every language in one file) with the Beam pipeline on the
 direct runner with --workers worker processes and compares its programs/s with the local scorer's.
 """
@@ -108,14 +109,13 @@ def before_tree(revision: str) -> str | None:
 
 
 def duplicate_share(path: str) -> float:
-  """The share of a predictions file's (language, qid, completion) that repeat an earlier one."""
-  seen, repeats, total = set(), 0, 0
-  for _, record in storage.read_jsonl(path):
-    key = (str(record.get("language", "")).lower(), str(record.get("qid")), record.get("code"))
-    repeats += key in seen
-    seen.add(key)
-    total += 1
-  return repeats / total if total else 0.0
+  """The share of a HumanEval predictions file's programs that the scorer runs no more (they repeat an
+  earlier (language, problem, program) exactly), read and keyed as `evaluation.score` does."""
+  from evaluation import resumable, score
+  benchmark = score.typed_benchmark("humaneval", None, ())
+  predictions, _ = score.read_predictions(path, benchmark.questions)
+  distinct = {resumable.program_key(benchmark, p) for p in predictions}
+  return 1 - len(distinct) / len(predictions) if predictions else 0.0
 
 
 def core_hours(seconds_per_program: dict[str, float], programs: int = PAPER_PROGRAMS) -> float:

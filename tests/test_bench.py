@@ -89,7 +89,9 @@ def test_score_throughput_bench_scores_and_writes_its_figures(tmp_path):
 
   output = tmp_path / "score.json"
   duplicates = tmp_path / "dups.jsonl"
-  duplicates.write_text("".join(json.dumps({"qid": "q", "language": "C++", "code": c}) + "\n" for c in "aaba"))
+  duplicates.write_text("".join(json.dumps({"qid": q, "language": l, "code": c}) + "\n"
+                               for q, l, c in (("HumanEval/0", "C++", "a"), ("0", "cpp", "a"),
+                                               ("HumanEval/0", "C++", "b"), ("HumanEval/1", "C++", "a"))))
   assert bench_score.main(["--programs", "8", "--languages", "python,cpp", "--workers", "1", "--batch_size", "4",
                            "--no_before", "--repeats", "1", "--duplicates", str(duplicates), "--output", str(output)]) == 0
   result = json.loads(output.read_text())
@@ -101,5 +103,5 @@ def test_score_throughput_bench_scores_and_writes_its_figures(tmp_path):
   projection = result["projection"]
   assert projection["batched"]["ablation_core_hours"] == pytest.approx(15 * projection["batched"]["checkpoint_core_hours"], rel=0.01)
   dedup = projection["batched_with_duplicates_run_once"]
-  assert dedup["duplicate_share"] == 0.5  # a, a, b, a: two of four repeat
-  assert dedup["checkpoint_core_hours"] == pytest.approx(projection["batched"]["checkpoint_core_hours"] / 2, abs=0.01)
+  assert dedup["duplicate_share"] == 0.25  # as the scorer keys them: one of four repeats
+  assert dedup["checkpoint_core_hours"] == pytest.approx(projection["batched"]["checkpoint_core_hours"] * 0.75, abs=0.01)
