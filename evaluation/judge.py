@@ -43,8 +43,11 @@ class Outcome:
     return [c is Case.PASSED for c in self.cases]
 
 
-def judge(question: Question, execution: Execution) -> Outcome:
+def judge(question: Question, execution: Execution, tolerance: typed.Tolerance = typed.PAPER_TOLERANCE) -> Outcome:
+  """The question's verdict from what its program printed; floats compared within
+  `tolerance.of(question)` (1e-6, or 1e-9 where the expected values are doubles)."""
   n = len(question.test_cases)
+  epsilon = tolerance.of(question)
   if execution.compile_failed:
     step = next(s for s in execution.compile if s.exit_code != 0)
     why = "compile step timed out" if step.timed_out else _tail(execution.stderr, 600)
@@ -77,7 +80,7 @@ def judge(question: Question, execution: Execution) -> Outcome:
       cases[i], details[i] = Case.EXCEPTION, f"unreadable value: {str(error)[:200]}"
       continue
     expected = question.test_cases[i].output
-    if typed.equal(question.return_type, expected, actual):
+    if typed.equal(question.return_type, expected, actual, epsilon):
       cases[i] = Case.PASSED
     else:
       cases[i] = Case.FAILED

@@ -1,7 +1,7 @@
 """Score predictions in 12 languages: compile and run each in the sandbox, pass@k per language.
 
   python -m evaluation.score --predictions PREDICTIONS.jsonl --benchmark humaneval --output DIR \
-      [--languages all|python,cpp,...] [--workers N] [--batch_size 32] [--timeout S] [--memory_mb M] \
+      [--languages all|python,cpp,...] [--workers N] [--batch_size 32] [--timeout S|java=S,...] [--memory_mb M] \
       [--k 1,10,100] [--runner DirectRunner|DataflowRunner|FlinkRunner|SparkRunner [Beam options]]
 
 PREDICTIONS is sample.py's output for prompts from `python -m evaluation.prompts humaneval`: one line
@@ -25,6 +25,12 @@ per problem) and the paper's columns: % error (compile or runtime error outside 
 under "scoring", what the run did (programs executed, duplicates reused, builds). A malformed
 prediction line is reported with its line number and skipped; the other predictions are scored.
 Dart and Julia are listed as not evaluated (no toolchain in any reachable registry).
+
+The paper's limits (BabelCode's) are the defaults, and metrics.json's "limits" records those used: a
+program's run step has 10 s, 15 s for Java and TypeScript (`--timeout 20` for every language,
+`--timeout java=30,typescript=20` to change some); a returned float must be within 1e-6 (relative or
+absolute) of the expected one, within 1e-9 where the expected values are doubles (a run of 7 digits
+or more; `--float_tolerance`, `--double_tolerance`; evaluation/typed.py's Tolerance).
 """
 from __future__ import annotations
 
@@ -50,6 +56,9 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 BENCHMARKS = {"humaneval": os.path.join(DATA, "humaneval_typed.jsonl")}
 EVALUATED = tuple(l.name for l in LANGUAGES if l.name in MODULES)  # the paper's order
 DEFAULT_K = (1, 10, 100)
+# The paper's run-step limits (BabelCode's): 10 s, 15 s for Java and TypeScript.
+PAPER_TIMEOUT_S = 10.0
+PAPER_LONGER_TIMEOUTS_S = {"java": 15.0, "typescript": 15.0}
 
 
 def load_benchmark(benchmark: str) -> dict[str, typed.Question]:
@@ -106,9 +115,10 @@ def read_results(path: str) -> dict[tuple, dict]:
   return storage.read_results(path, TypedBenchmark.result_key)
 
 
-def verdict(question: typed.Question, result: execution.Execution, toolchain: str) -> dict:
+def verdict(question: typed.Question, result: execution.Execution, toolchain: str,
+            tolerance: typed.Tolerance = typed.PAPER_TOLERANCE) -> dict:
   """A results.jsonl record's verdict fields for one execution."""
-  outcome = judge(question, result)
+  outcome = judge(question, result, tolerance)
   run = result.run
   return {"status": outcome.status.value, "cases": [c.value for c in outcome.cases],
           "tests_passed": outcome.tests_passed, "num_tests": len(outcome.cases),
@@ -125,8 +135,14 @@ class TypedBenchmark(resumable.Benchmark):
   command = "evaluation.score"
 
   def __init__(self, questions: Mapping[str, typed.Question], limits: execution.Limits = execution.Limits(),
-               ks: Sequence[int] = DEFAULT_K):
+               ks: Sequence[int] = DEFAULT_K, timeouts: Mapping[str, float] | None = None,
+               tolerance: typed.Tolerance = typed.PAPER_TOLERANCE):
+    """`timeouts`: a language's run-step seconds where it differs from `limits.timeout_s`."""
     self.questions, self.limits, self.ks = questions, limits, tuple(ks)
+    self.timeouts, self.tolerance = dict(timeouts or {}), tolerance
+
+  def limits_for(self, language: str) -> execution.Limits:
+    return dataclasses.replace(self.limits, timeout_s=self.timeouts.get(language, self.limits.timeout_s))
 
   @staticmethod
   def result_key(record: dict) -> tuple | None:
@@ -136,9 +152,10 @@ class TypedBenchmark(resumable.Benchmark):
   def run(self, unit, stats):
     renderer = get(unit[0].language)
     jobs = [(self.questions[p.qid], p.code) for p in unit]
-    executions = batching.execute_all(renderer, jobs, self.limits, batch_size=len(unit), stats=stats)
+    executions = batching.execute_all(renderer, jobs, self.limits_for(unit[0].language), batch_size=len(unit),
+                                      stats=stats)
     version = execution.toolchain_version(renderer.toolchain)
-    return [verdict(question, result, version) for (question, _), result in zip(jobs, executions)]
+    return [verdict(question, result, version, self.tolerance) for (question, _), result in zip(jobs, executions)]
 
   def summarise(self, predictions, results) -> dict:
     out: dict = {"languages": [], "toolchains": {}}
@@ -183,21 +200,24 @@ def language_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict:
 def score(predictions_path: str, benchmark: str, output_dir: str, languages: Sequence[str] | None = None,
           workers: int | None = None, limits: execution.Limits = execution.Limits(),
           ks: Sequence[int] = DEFAULT_K, progress: bool = True,
-          batch_size: int = batching.DEFAULT_BATCH_SIZE, pipeline_args: Sequence[str] | None = None) -> dict:
+          batch_size: int = batching.DEFAULT_BATCH_SIZE, pipeline_args: Sequence[str] | None = None,
+          timeouts: Mapping[str, float] | None = None, tolerance: typed.Tolerance = typed.PAPER_TOLERANCE) -> dict:
   """Scores the predictions not yet in output_dir/results.jsonl, then writes metrics.json: here with
   `workers` threads, or with `pipeline_args` (`--runner` and Beam's options) as a Beam pipeline on
-  that runner's workers (evaluation/beam_scoring.py), whose machines must have the toolchains."""
+  that runner's workers (evaluation/beam_scoring.py), whose machines must have the toolchains.
+  `timeouts`: per-language run-step seconds (`paper_timeouts()` is the paper's), others
+  `limits.timeout_s`."""
   questions = load_benchmark(benchmark)
   predictions, invalid = read_predictions(predictions_path, questions)
   runnable, not_evaluated = runnable_languages(predictions, languages, check_toolchains=pipeline_args is None
                                                or beam_scoring.runs_here(pipeline_args))
   mine = [p for p in predictions if p.language in runnable]
-  scorer = TypedBenchmark(questions, limits, ks)
+  scorer = TypedBenchmark(questions, limits, ks, timeouts, tolerance)
   if pipeline_args is None:
     results, report = resumable.score_predictions(scorer, mine, output_dir, workers, batch_size, progress,
                                                   source=predictions_path)
   else:
-    make = functools.partial(typed_benchmark, benchmark, limits, tuple(ks))
+    make = functools.partial(typed_benchmark, benchmark, limits, tuple(ks), dict(timeouts or {}), tolerance)
     results, report = beam_scoring.score_predictions(scorer, make, mine, output_dir, pipeline_args,
                                                      batch_size, source=predictions_path,
                                                      workers=workers or os.cpu_count() or 1)
@@ -206,9 +226,47 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
   return metrics
 
 
-def typed_benchmark(benchmark: str, limits: execution.Limits, ks: Sequence[int]) -> TypedBenchmark:
+def typed_benchmark(benchmark: str, limits: execution.Limits, ks: Sequence[int],
+                    timeouts: Mapping[str, float] | None = None,
+                    tolerance: typed.Tolerance = typed.PAPER_TOLERANCE) -> TypedBenchmark:
   """The TypedBenchmark of a benchmark name or file (built again in each Beam worker)."""
-  return TypedBenchmark(load_benchmark(benchmark), limits, ks)
+  return TypedBenchmark(load_benchmark(benchmark), limits, ks, timeouts, tolerance)
+
+
+def paper_timeouts(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+  """Run-step seconds of every scoring language: the paper's (10 s, 15 s for Java and TypeScript),
+  then `overrides`."""
+  table = {name: PAPER_LONGER_TIMEOUTS_S.get(name, PAPER_TIMEOUT_S) for name in EVALUATED}
+  return {**table, **(overrides or {})}
+
+
+def parse_timeouts(value: str | None) -> dict[str, float]:
+  """--timeout: None (the paper's), seconds for every language ("20"), or language=seconds pairs
+  over the paper's ("java=30,typescript=20", any spelling of a language's name)."""
+  def seconds(text: str, where: str) -> float:
+    try:
+      result = float(text)
+    except ValueError:
+      raise ValueError(f"--timeout: {where}: {text!r} is not a number of seconds") from None
+    if not result > 0:
+      raise ValueError(f"--timeout: {where}: must be positive, got {text}")
+    return result
+
+  if value is None:
+    return paper_timeouts()
+  if "=" not in value:
+    return {name: seconds(value, "seconds") for name in EVALUATED}
+  overrides = {}
+  for pair in value.split(","):
+    name, sep, text = pair.partition("=")
+    if not sep:
+      raise ValueError(f"--timeout: {pair!r} is not language=seconds")
+    try:
+      language = language_name(name.strip())
+    except ValueError as error:
+      raise ValueError(f"--timeout: {error}") from None
+    overrides[language] = seconds(text.strip(), name.strip())
+  return paper_timeouts(overrides)
 
 
 def runnable_languages(predictions: Sequence[Prediction], languages: Sequence[str] | None,
@@ -234,8 +292,11 @@ def write_metrics(scorer: TypedBenchmark, benchmark: str, predictions_path: str,
   """metrics.json: per language pass@k and the paper's columns, what was left out and why, and what
   this run did (executions saved by running each distinct program once, batching)."""
   scoring = report.as_dict()
+  limits = {**dataclasses.asdict(scorer.limits),  # the run step's seconds per language, as used
+            "timeout_s": {p: scorer.limits_for(p).timeout_s for p in dict.fromkeys(x.language for x in predictions)},
+            "float_tolerance": dataclasses.asdict(scorer.tolerance)}
   metrics: dict = {"benchmark": benchmark, "predictions": storage.resolve(predictions_path),
-                   "limits": dataclasses.asdict(scorer.limits), "scored_now": scoring["scored_now"],
+                   "limits": limits, "scored_now": scoring["scored_now"],
                    **scorer.summarise(predictions, results), "not_evaluated": dict(not_evaluated),
                    "invalid_predictions": list(invalid), "unscored_predictions": list(report.unscored),
                    "scoring": scoring}
@@ -290,8 +351,13 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--workers", type=int, default=os.cpu_count(), help="sandboxes at a time")
   parser.add_argument("--batch_size", type=int, default=batching.DEFAULT_BATCH_SIZE,
                       help="programs of a compiled language built together (1: each alone)")
-  parser.add_argument("--timeout", type=float, default=execution.Limits.timeout_s,
-                      help="wall-clock seconds of each program's run step")
+  parser.add_argument("--timeout", default=None,
+                      help="wall-clock seconds of each program's run step: S for every language, or "
+                           "language=S pairs (default: the paper's, 10 s, 15 s for Java and TypeScript)")
+  parser.add_argument("--float_tolerance", type=float, default=typed.PAPER_TOLERANCE.float,
+                      help="relative or absolute difference allowed for a returned float")
+  parser.add_argument("--double_tolerance", type=float, default=typed.PAPER_TOLERANCE.double,
+                      help="... where the expected values are doubles (7 or more digits in a row)")
   parser.add_argument("--memory_mb", type=int, default=execution.Limits.memory_mb,
                       help="address-space cap per program (RLIMIT_AS)")
   parser.add_argument("--k", default=",".join(map(str, DEFAULT_K)),
@@ -310,10 +376,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ks = [int(k) for k in args.k.split(",")]
     if any(k < 1 for k in ks):
       raise ValueError(f"--k values must be positive, got {args.k}")
-    limits = execution.Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
+    timeouts = parse_timeouts(args.timeout)
+    if not (args.float_tolerance >= 0 and args.double_tolerance >= 0):
+      raise ValueError("--float_tolerance and --double_tolerance must not be negative")
+    tolerance = typed.Tolerance(float=args.float_tolerance, double=args.double_tolerance)
+    limits = execution.Limits(timeout_s=PAPER_TIMEOUT_S, memory_mb=args.memory_mb)
     beam_args = None if args.runner is None else ["--runner", args.runner, *pipeline_args]
     metrics = score(args.predictions, args.benchmark, args.output, parse_languages(args.languages),
-                    args.workers, limits, ks, batch_size=args.batch_size, pipeline_args=beam_args)
+                    args.workers, limits, ks, batch_size=args.batch_size, pipeline_args=beam_args,
+                    timeouts=timeouts, tolerance=tolerance)
   except (ValueError, OSError, OutputLocked) as error:
     print(f"error: {error}", file=sys.stderr)
     return 2

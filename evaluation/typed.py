@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,6 +32,10 @@ SCALARS = ("bool", "int", "float", "string")
 GENERICS = {"list": 1, "set": 1, "optional": 1, "map": 2, "tuple": None}  # None: any arity >= 1
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 FLOAT_TOLERANCE = 1e-6  # relative and absolute, as BabelCode's default
+# BabelCode's literal rule: a float written with a run of 7 or more digits after some character
+# (0.1234567, 12345678.0) is a double; typed questions have one float type, so the rule is applied to
+# the expected values (Tolerance).
+_DOUBLE_LITERAL = re.compile(r".[0-9]{7,}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +187,48 @@ def equal(type_: Type, expected: Any, actual: Any, tolerance: float = FLOAT_TOLE
     return expected.keys() == actual.keys() and all(
         equal(type_.args[1], expected[k], actual[k], tolerance) for k in expected)
   raise AssertionError(name)
+
+
+def is_double(value: float) -> bool:
+  """Whether BabelCode would type this float literal as a double (Python's shortest repr)."""
+  return bool(_DOUBLE_LITERAL.search(repr(float(value))))
+
+
+def floats(type_: Type, value: Any) -> Iterable[float]:
+  """The float values inside a decoded value of `type_`."""
+  name = type_.name
+  if value is None:
+    return
+  if name == "float":
+    yield value
+  elif name in ("list", "set", "optional"):
+    for item in (value if name != "optional" else (value,)):
+      yield from floats(type_.element, item)
+  elif name == "tuple":
+    for t, item in zip(type_.args, value):
+      yield from floats(t, item)
+  elif name == "map":
+    for k, v in value.items():
+      yield from floats(type_.args[0], k)
+      yield from floats(type_.args[1], v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+  """How close a returned float must be to the expected one (relative or absolute), as the paper
+  (BabelCode) compares: 1e-6 for a float, 1e-9 for a double. A question's return values are doubles
+  when any expected float of any test case is a double literal (`is_double`), as BabelCode reconciles
+  one return type over the test cases; otherwise floats."""
+  float: float = FLOAT_TOLERANCE
+  double: float = 1e-9
+
+  def of(self, question: "Question") -> float:
+    doubles = any(is_double(x) for case in question.test_cases
+                  for x in floats(question.return_type, case.output) if math.isfinite(x))
+    return self.double if doubles else self.float
+
+
+PAPER_TOLERANCE = Tolerance()
 
 
 def default_value(type_: Type) -> Any:
