@@ -46,3 +46,25 @@ def test_gin_files_and_their_includes_resolve_from_any_working_directory(run_fil
     assert gin.query_parameter("%TRAIN_STEPS") == 7  # a file found through --gin_search_paths
   finally:
     gin.clear_config()
+
+
+@pytest.mark.parametrize("flag, expected", [(None, False), ("--gin.codelm.UL2Config.use_mode_tokens=True", True)])
+def test_pretraining_takes_the_papers_objective_without_mode_tokens_unless_asked(flag, expected):
+  """The paper names no mode tokens (Appendix D): pretrain.gin (so demo.gin) leaves them out; a flag
+  puts UL2's back."""
+  import gin_flags
+  import train  # noqa: F401 - registers train()'s configurables
+  from objectives.ul2 import UL2Config
+
+  gin.clear_config()
+  try:
+    files, bindings = gin_flags.parse_flags(["--gin_file=gin_configs/runs/demo.gin", "--gin.MODEL_DIR='/tmp/x'",
+                                             "--gin.CORPUS_DIR='/tmp/c'", *([flag] if flag else [])])
+    gin_flags.parse_gin(files, bindings)
+    assert gin.query_parameter("codelm.UL2Config.use_mode_tokens") is expected
+    with gin.config_scope(None):
+      config = gin.get_configurable("codelm.UL2Config")()
+    assert isinstance(config, UL2Config) and config.use_mode_tokens is expected
+    assert config.rates == (0.1, 0.1, 0.2, 0.6)
+  finally:
+    gin.clear_config()
