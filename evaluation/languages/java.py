@@ -178,6 +178,9 @@ def type_tree(t: Type) -> str:
 
 
 def doc_comment(description: str, indent: str = "    ") -> str:
+  """The description as a /** ... */ block; none without one (Renderer.signature)."""
+  if not base.doc_lines(description):
+    return ""
   lines = []
   for line in base.doc_lines(description):
     line = _even_backslashes_before_u(line.replace("*/", "*\\/"))

@@ -100,6 +100,8 @@ def _tree(t: Type):
 def doc_comment(question: Question, tags: list[str]) -> str:
   """The description as a /** ... */ block; a `*/` in it would end the comment early."""
   lines = [line.replace("*/", "*\\/") for line in base.doc_lines(question.description)] + tags
+  if not lines:  # no description and no tags (TypeScript's Renderer.signature)
+    return ""
   return "/**\n" + "".join((" * " + line).rstrip() + "\n" for line in lines) + " */\n"
 
 

@@ -123,8 +123,8 @@ class Python(base.Renderer):
   def signature_with_docstring(self, question: Question) -> str:
     params = ", ".join(f"{n}: {type_name(p.type)}" for n, p in zip(self.params(question), question.params))
     doc = "\n".join(("    " + line).rstrip() for line in base.doc_lines(question.description))
-    return (f"def {self.function_name(question)}({params}) -> {type_name(question.return_type)}:\n"
-            f'    """\n{doc}\n    """\n')
+    head = f"def {self.function_name(question)}({params}) -> {type_name(question.return_type)}:\n"
+    return head + (f'    """\n{doc}\n    """\n' if doc else "")
 
   def stub(self, question: Question) -> str:
     from evaluation.typed import default_value

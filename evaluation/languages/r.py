@@ -439,7 +439,8 @@ class R(base.Renderer):
   def signature_with_docstring(self, question: Question) -> str:
     names = self.params(question)
     doc = [("#' " + line).rstrip() for line in base.doc_lines(question.description)]
-    doc.append("#'")
+    if doc:  # the blank line between the description and the tags
+      doc.append("#'")
     doc += [f"#' @param {n} {type_name(p.type)}" for n, p in zip(names, question.params)]
     doc.append(f"#' @return {type_name(question.return_type)}")
     return ("\n".join(doc) + f"\n{self.function_name(question)} <- function"
