@@ -17,9 +17,13 @@ differences are seed noise. Extra --gin.NAME=VALUE flags go to every cell's trai
 
 Outputs in ABL_DIR: results.csv and results.md (per-language validation loss of the last eval record of
 each cell, high- and low-resource means, pass@k from <cell>/scores/metrics.json where predictions were
-scored; % change against Natural per size; the seed spread), fig5_mean_loss.png (the paper's Figure 5
-with validation loss: mean over high- and low-resource languages per size and mixture) and
-fig6_change_vs_natural.png (Figure 6: % change against Natural per language, per size).
+scored; % change against Natural per size; the seed spread), and two validation-loss figures in the
+layout of the paper's Figures 5 and 6 (not the paper's measure): fig5_mean_loss.png (mean loss over
+high- and low-resource languages per size and mixture) and fig6_change_vs_natural.png (% change of
+loss against Natural per language, per size). Where cells were scored (<cell>/scores/[DATASET/]metrics.json),
+experiments.paper_results adds the paper's own: fig5_passk.png, fig6_passk_relative_change.png and
+paper_tables.md (pass@100 for generation, pass@25 for translation; `--k humaneval=1` for a grid
+sampled with fewer samples than that).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Callable, Mapping, Sequence
 import storage
 from data.languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
 from evaluation.languages import NOT_EVALUATED
+from experiments import paper_results
 from experiments.logged_runs import duration, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -430,7 +435,7 @@ def markdown(results: Sequence[Result], missing: Sequence[Cell]) -> str:
     out += ["", "## Change of pass@1 against Natural (execution, per language)", "",
             "pass@1(mixture) − pass@1(Natural) in percentage points per language, from `python -m "
             "evaluation.score` on each cell's predictions (`scores/metrics.json`); positive: more "
-            "problems solved (the paper's Figure 6 measure). Not evaluated: "
+            "problems solved (points, not the paper's relative change: see paper_tables.md). Not evaluated: "
             + "; ".join(f"{BY_NAME[n].display_name} ({why})" for n, why in NOT_EVALUATED.items()) + ".", ""]
     for size, per_mixture in passk_changes.items():
       out += [f"### {size}", ""]
@@ -452,7 +457,7 @@ def markdown(results: Sequence[Result], missing: Sequence[Cell]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figures (the paper's Figures 5 and 6, with validation loss).
+# Figures in the layout of the paper's Figures 5 and 6, with validation loss (paper_results.py has the paper's).
 
 
 def _label(mixture: str) -> str:
@@ -557,37 +562,10 @@ def _bars_per_mixture(ax, changes: Mapping[str, Mapping[str, float]], mixtures: 
   ax.axhline(0, color="black", linewidth=0.8)
 
 
-def plot_passk_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> bool:
-  """Figure 6 with the paper's measure: change of pass@1 against Natural per language, a bar per
-  mixture, a panel per size. Returns False (and draws nothing) without scored cells to compare."""
-  changes = passk_change_vs_natural(results)
-  panels = [s for s in sizes if s in changes]
-  if not panels:
-    return False
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  languages = [l for l in LANGUAGES if any(l.name in c for m in changes.values() for c in m.values())]
-  fig, axes = plt.subplots(len(panels), 1, figsize=(max(7.0, 0.8 * len(languages) + 2), 3.2 * len(panels)),
-                           squeeze=False)
-  for ax, size in zip(axes[:, 0], panels):
-    mixtures = list(changes[size])
-    _bars_per_mixture(ax, changes[size], mixtures, languages)
-    ax.set_xticks(range(len(languages)), [l.display_name for l in languages], rotation=30, ha="right")
-    ax.set_ylabel("pass@1 change vs Natural (points)")
-    ax.set_title(f"{size}: pass@1 against Natural (positive is better)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=len(mixtures))
-  fig.tight_layout()
-  storage.save_figure(fig, path, dpi=120)
-  plt.close(fig)
-  return True
-
-
-def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: Sequence[str]) -> list[str]:
-  """Writes results.csv, results.md and the figures into output; returns the paths written."""
+def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: Sequence[str],
+           k_overrides: Mapping[str, int] | None = None) -> list[str]:
+  """Writes results.csv, results.md and the figures into output (and the paper's figures and tables
+  where cells were scored, experiments/paper_results.py); returns the paths written."""
   results, missing = collect(output, cells)
   if not results:
     raise FileNotFoundError(f"no cell under {output} has a validation record (train.eval_every > 0?)")
@@ -599,9 +577,7 @@ def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: S
   plot_mean_loss(results, sizes, mixtures, paths[2])
   if not plot_change(results, sizes, paths[3]):
     paths.pop()
-  passk_path = storage.join(output, "fig6_passk_change_vs_natural.png")
-  if plot_passk_change(results, sizes, passk_path):
-    paths.append(passk_path)
+  paths += paper_results.write(output, sizes, mixtures, k_overrides=k_overrides)
   return paths
 
 
@@ -630,6 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--tpu_name", default="codelm-{cell}", help="tpu: pod name; may use {size} {mixture} {cell}")
   p.add_argument("--zone", default=None, help="tpu: zone, e.g. us-central2-b")
   p.add_argument("--project", default=None, help="tpu: Google Cloud project")
+  p.add_argument("--k", default=None, metavar="DATASET=K,...",
+                 help="pass@k of the paper's figures per dataset (default: 100 generation, 25 translation)")
   return p
 
 
@@ -651,6 +629,10 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_train) -> int:
   except ValueError as error:
     p.error(str(error))
   run_gin = args.run_gin or RUN_GIN[args.launcher]
+  try:
+    ks = paper_results.parse_ks(args.k)
+  except ValueError as error:
+    p.error(str(error))
 
   if not args.collect_only:
     if not args.corpus:
@@ -682,7 +664,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_train) -> int:
     if status or args.dry_run:
       return status
   try:
-    paths = report(args.output, cells, sizes, mixtures)
+    paths = report(args.output, cells, sizes, mixtures, ks)
   except FileNotFoundError as error:
     print(f"error: {error}", file=sys.stderr)
     return 1
