@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import sys
 from collections.abc import Mapping, Sequence
 
