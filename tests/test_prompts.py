@@ -68,7 +68,7 @@ def test_humaneval_in_every_language_with_their_stops():
 def test_humaneval_limit_and_no_template():
   records = humaneval_prompts(template=False, limit=3)
   assert [r["qid"] for r in records] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
-  assert records[0]["prompt"].startswith("def has_close_elements(numbers: list[float], threshold: float) -> bool:")
+  assert records[0]["prompt"].startswith("import math\n\n\ndef has_close_elements(numbers: list[float], threshold: float) -> bool:")
 
 
 def test_cli_writes_humaneval_jsonl(tmp_path):

@@ -9,6 +9,9 @@ from evaluation.languages import base
 from evaluation.typed import Question, Type
 
 _TYPE_NAMES = {"bool": "bool", "int": "int", "float": "float", "string": "str"}
+# The prompt's head, as the other languages' prompts name their imports: HumanEval's own prompts
+# import math where the solution needs it (HumanEval/115), and a typed question does not say where.
+IMPORTS = "import math\n\n\n"
 
 
 def type_name(t: Type) -> str:
@@ -123,7 +126,7 @@ class Python(base.Renderer):
   def signature_with_docstring(self, question: Question) -> str:
     params = ", ".join(f"{n}: {type_name(p.type)}" for n, p in zip(self.params(question), question.params))
     doc = "\n".join(("    " + line).rstrip() for line in base.doc_lines(question.description))
-    head = f"def {self.function_name(question)}({params}) -> {type_name(question.return_type)}:\n"
+    head = IMPORTS + f"def {self.function_name(question)}({params}) -> {type_name(question.return_type)}:\n"
     return head + (f'    """\n{doc}\n    """\n' if doc else "")
 
   def stub(self, question: Question) -> str:
