@@ -73,11 +73,10 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 import unicodedata
 
-from evaluation.languages import base
+from evaluation.languages import base, cache
 from evaluation.typed import Question, Type, default_value
 
 MONO = "/usr/bin/mono-sgen"  # /usr/bin/mono links to it; /usr/bin/mcs is a shell wrapper around it
@@ -268,37 +267,7 @@ def runtime_dir() -> str | None:
     if os.path.exists(library):
       return final
     try:
-      os.makedirs(CACHE_DIR, exist_ok=True)
-      work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
-      try:
-        source = os.path.join(work, "CodelmRuntime.cs")
-        with open(source, "w", encoding="utf-8") as f:
-          f.write(runtime_source())
-        subprocess.run([MONO, MCS, *RUNTIME_FLAGS, f"-out:{os.path.join(work, RUNTIME_NAME)}", source],
-                       check=True, capture_output=True, timeout=300)
-        os.remove(source)
-        try:
-          subprocess.run([MONO, *AOT_OPTIONS, RUNTIME_NAME], cwd=work, check=True, capture_output=True,
-                         timeout=300, env={**os.environ, "TMPDIR": work})
-        except (OSError, subprocess.SubprocessError) as error:  # the library works without: JIT'd
-          _LOG.warning("mono could not AOT-compile the C# runtime (runs JIT it): %s %s", error,
-                       (getattr(error, "stdout", None) or b"")[-2000:])
-        try:
-          _list_system_names(work)
-        except (OSError, subprocess.SubprocessError) as error:  # every program then references it
-          _LOG.warning("the names that lead to System.dll were not listed (every program references "
-                       "it): %s %s", error, (getattr(error, "stderr", None) or b"")[-2000:])
-        keep = (RUNTIME_NAME, RUNTIME_NAME + ".so", SYSTEM_NAMES)
-        for name in os.listdir(work):  # MONO_PATH points here: nothing but these
-          if name not in keep:
-            os.remove(os.path.join(work, name))
-          else:
-            os.chmod(os.path.join(work, name), 0o444)
-        os.chmod(work, 0o755)  # the sandbox's uid reads it (mkdtemp makes it 0700)
-        os.rename(work, final)  # atomic: a sandbox sees the whole directory or none
-      except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+      cache.publish(CACHE_DIR, final, _build_runtime)
     except (OSError, subprocess.SubprocessError) as error:
       if not os.path.exists(library):  # another scorer may have won the rename
         _LOG.warning("the C# runtime library failed to build (programs carry its source): %s %s", error,
@@ -307,6 +276,30 @@ def runtime_dir() -> str | None:
     # Earlier runtimes stay (60 KB each): a scorer of another checkout sharing the cache may be
     # running programs against one right now, and a run whose library vanished would fail.
     return final
+
+
+def _build_runtime(work: str) -> None:
+  """runtime_dir's contents, into `work`."""
+  source = os.path.join(work, "CodelmRuntime.cs")
+  with open(source, "w", encoding="utf-8") as f:
+    f.write(runtime_source())
+  subprocess.run([MONO, MCS, *RUNTIME_FLAGS, f"-out:{os.path.join(work, RUNTIME_NAME)}", source],
+                 check=True, capture_output=True, timeout=300)
+  try:
+    subprocess.run([MONO, *AOT_OPTIONS, RUNTIME_NAME], cwd=work, check=True, capture_output=True,
+                   timeout=300, env={**os.environ, "TMPDIR": work})
+  except (OSError, subprocess.SubprocessError) as error:  # the library works without: JIT'd
+    _LOG.warning("mono could not AOT-compile the C# runtime (runs JIT it): %s %s", error,
+                 (getattr(error, "stdout", None) or b"")[-2000:])
+  try:
+    _list_system_names(work)
+  except (OSError, subprocess.SubprocessError) as error:  # every program then references it
+    _LOG.warning("the names that lead to System.dll were not listed (every program references "
+                 "it): %s %s", error, (getattr(error, "stderr", None) or b"")[-2000:])
+  keep = (RUNTIME_NAME, RUNTIME_NAME + ".so", SYSTEM_NAMES)
+  for name in os.listdir(work):  # MONO_PATH points here: nothing but these
+    if name not in keep:
+      os.remove(os.path.join(work, name))
 
 
 def _list_system_names(work: str) -> None:
@@ -373,17 +366,9 @@ def driver_path() -> str | None:
     if os.path.exists(target):
       return target
     try:
-      os.makedirs(CACHE_DIR, exist_ok=True)
-      work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
-      try:
-        subprocess.run([MONO, MCS, *DRIVER_FLAGS, f"-out:{os.path.join(work, DRIVER_NAME)}", DRIVER_SOURCE],
-                       check=True, capture_output=True, timeout=300)
-        os.chmod(work, 0o755)  # the sandbox's uid reads it (mkdtemp makes it 0700)
-        os.chmod(os.path.join(work, DRIVER_NAME), 0o444)
-        os.rename(work, final)  # atomic: a sandbox sees the whole directory or none
-      except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+      cache.publish(CACHE_DIR, final, lambda work: subprocess.run(
+          [MONO, MCS, *DRIVER_FLAGS, f"-out:{os.path.join(work, DRIVER_NAME)}", DRIVER_SOURCE],
+          check=True, capture_output=True, timeout=300))
     except (OSError, subprocess.SubprocessError) as error:
       if not os.path.exists(target):  # another scorer may have won the rename
         _LOG.warning("the C# batch driver failed to build (programs compile alone): %s %s", error,

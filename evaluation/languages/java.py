@@ -49,7 +49,7 @@ import tempfile
 import threading
 import zipfile
 
-from evaluation.languages import base
+from evaluation.languages import base, cache
 from evaluation.typed import Question, Type, default_value
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
@@ -409,24 +409,7 @@ def runtime_dir() -> str | None:
     if os.path.exists(os.path.join(final, "javac.jsa")):
       return final
     try:
-      os.makedirs(CACHE_DIR, exist_ok=True)
-      work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
-      try:
-        classes = os.path.join(work, "classes")
-        _write(os.path.join(work, "runtime"), runtime_sources())
-        _run(os.path.join(work, "runtime"), [JAVAC, *(f"-J{f}" for f in JVM_FLAGS), *JAVAC_OPTIONS,
-                                             "-d", classes, *runtime_sources()])
-        sample = _sample_program(classes)
-        _write(os.path.join(work, "sample"), sample.files)
-        javac = sample.compile[0]
-        _run(os.path.join(work, "sample"),
-             [javac[0], f"-J-XX:ArchiveClassesAtExit={work}/javac.jsa", *javac[1:]])
-        shutil.rmtree(os.path.join(work, "sample"))
-        _readable_by_all(work)  # the sandbox's uid reads it (mkdtemp makes it 0700)
-        os.rename(work, final)
-      except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+      cache.publish(CACHE_DIR, final, _build_runtime)
     except (OSError, subprocess.SubprocessError):
       if not os.path.exists(os.path.join(final, "javac.jsa")):  # another scorer may have won
         return None
@@ -441,11 +424,17 @@ def _write(directory: str, files: dict[str, str]) -> None:
       f.write(text)
 
 
-def _readable_by_all(top: str) -> None:
-  for directory, _, names in os.walk(top):
-    os.chmod(directory, 0o755)
-    for name in names:
-      os.chmod(os.path.join(directory, name), 0o444)
+def _build_runtime(work: str) -> None:
+  """runtime_dir's contents, into `work`."""
+  classes = os.path.join(work, "classes")
+  _write(os.path.join(work, "runtime"), runtime_sources())
+  _run(os.path.join(work, "runtime"), [JAVAC, *(f"-J{f}" for f in JVM_FLAGS), *JAVAC_OPTIONS,
+                                       "-d", classes, *runtime_sources()])
+  sample = _sample_program(classes)
+  _write(os.path.join(work, "sample"), sample.files)
+  javac = sample.compile[0]
+  _run(os.path.join(work, "sample"), [javac[0], f"-J-XX:ArchiveClassesAtExit={work}/javac.jsa", *javac[1:]])
+  shutil.rmtree(os.path.join(work, "sample"))
 
 
 def _run(cwd: str, argv: list[str]) -> None:
@@ -499,7 +488,11 @@ def batch_dir() -> str | None:
   with _driver_lock:
     try:
       if not os.path.exists(os.path.join(final, DRIVER_JAR)):
-        _build_driver(final)
+        try:
+          cache.publish(CACHE_DIR, final, _build_driver)
+        except OSError:
+          if not os.path.exists(os.path.join(final, DRIVER_JAR)):  # unless another scorer's rename came first
+            raise
       if not os.path.exists(os.path.join(final, DRIVER_ARCHIVE)):
         _dump_driver_archive(final, os.path.join(runtime, "classes"))
     except (OSError, subprocess.SubprocessError) as error:
@@ -511,28 +504,15 @@ def batch_dir() -> str | None:
     return final
 
 
-def _build_driver(final: str) -> None:
-  """The driver's jar, into `final` by one rename (a sandbox sees the whole folder or none)."""
-  os.makedirs(CACHE_DIR, exist_ok=True)
-  work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
-  try:
-    classes = os.path.join(work, "classes")
-    _run(work, [JAVAC, *(f"-J{f}" for f in JVM_FLAGS), *DRIVER_EXPORTS, "-encoding", "UTF-8", "-nowarn",
-                "-d", classes, DRIVER_SOURCE])
-    with zipfile.ZipFile(os.path.join(work, DRIVER_JAR), "w") as jar:
-      for name in sorted(os.listdir(classes)):
-        jar.write(os.path.join(classes, name), name)
-    shutil.rmtree(classes)
-    _readable_by_all(work)
-    try:
-      os.rename(work, final)
-    except OSError:
-      if not os.path.exists(os.path.join(final, DRIVER_JAR)):
-        raise
-      shutil.rmtree(work, ignore_errors=True)  # another scorer's is there
-  except BaseException:
-    shutil.rmtree(work, ignore_errors=True)
-    raise
+def _build_driver(work: str) -> None:
+  """The driver's jar, into `work` (driver_path publishes it)."""
+  classes = os.path.join(work, "classes")
+  _run(work, [JAVAC, *(f"-J{f}" for f in JVM_FLAGS), *DRIVER_EXPORTS, "-encoding", "UTF-8", "-nowarn",
+              "-d", classes, DRIVER_SOURCE])
+  with zipfile.ZipFile(os.path.join(work, DRIVER_JAR), "w") as jar:
+    for name in sorted(os.listdir(classes)):
+      jar.write(os.path.join(classes, name), name)
+  shutil.rmtree(classes)
 
 
 def _dump_driver_archive(final: str, runtime_classes: str) -> None:

@@ -42,11 +42,10 @@ import math
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 
-from evaluation.languages import base
+from evaluation.languages import base, cache
 from evaluation.typed import Question, Type, default_value
 
 RSCRIPT = "/usr/bin/Rscript"
@@ -381,30 +380,8 @@ def _build_harness() -> str | None:
     return target
   started = time.monotonic()
   try:
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    # Built in a folder of its own and renamed into place, which is atomic: a concurrent scorer (or a
-    # sandbox) sees the whole folder or none; the loser of two concurrent builds drops its own.
-    work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
-    try:
-      files = {"harness.R": _HARNESS_BODY + "\n", "sample.R": _sample_globals(), "build.R": _BUILD_SCRIPT}
-      for name, text in files.items():
-        with open(os.path.join(work, name), "w", encoding="utf-8") as f:
-          f.write(text)
-      done = subprocess.run([R_BINARY, "--vanilla", "--no-echo", "--file=build.R"], cwd=work,
-                            env={**R_ENV, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-                            timeout=300)
-      if done.returncode != 0:
-        raise OSError(f"R exited with status {done.returncode}: {done.stderr[-2000:]}")
-      for name in ("sample.R", "build.R"):
-        os.remove(os.path.join(work, name))
-      # The sandbox runs as another user (mkdtemp made the folder 0700).
-      os.chmod(work, 0o755)
-      for name in os.listdir(work):
-        os.chmod(os.path.join(work, name), 0o444)
-      os.rename(work, final)
-    except BaseException:
-      shutil.rmtree(work, ignore_errors=True)
-      raise
+    # The loser of two concurrent builds drops its own (cache.publish).
+    cache.publish(CACHE_DIR, final, _compile_harness)
   except (OSError, subprocess.SubprocessError) as error:
     if os.path.exists(target):  # another scorer's rename came first
       return target
@@ -413,6 +390,20 @@ def _build_harness() -> str | None:
   _LOG.info("compiled the R harness into %s in %.1f s", target, time.monotonic() - started)
   _remove_stale(final)
   return target
+
+
+def _compile_harness(work: str) -> None:
+  """harness.rds into `work`: the harness's body compiled to bytecode by R itself."""
+  files = {"harness.R": _HARNESS_BODY + "\n", "sample.R": _sample_globals(), "build.R": _BUILD_SCRIPT}
+  for name, text in files.items():
+    with open(os.path.join(work, name), "w", encoding="utf-8") as f:
+      f.write(text)
+  done = subprocess.run([R_BINARY, "--vanilla", "--no-echo", "--file=build.R"], cwd=work,
+                        env={**R_ENV, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=300)
+  if done.returncode != 0:
+    raise OSError(f"R exited with status {done.returncode}: {done.stderr[-2000:]}")
+  for name in ("sample.R", "build.R"):
+    os.remove(os.path.join(work, name))
 
 
 def _remove_stale(current: str) -> None:

@@ -62,12 +62,10 @@ import logging
 import math
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 
-from evaluation.languages import base, lexing
+from evaluation.languages import base, cache, lexing
 from evaluation.typed import Question, Type, default_value
 
 RUSTC = "/usr/bin/rustc"
@@ -452,6 +450,13 @@ def _library_key() -> str:
   return hashlib.sha256(repr((compiler, RUSTC_FLAGS, library_source())).encode()).hexdigest()[:16]
 
 
+def _build_library(work: str) -> None:
+  with open(os.path.join(work, "codelm_harness.rs"), "w", encoding="utf-8") as f:
+    f.write(library_source())
+  subprocess.run([RUSTC, *RUSTC_FLAGS, "--crate-type", "rlib", "--crate-name", "codelm_harness",
+                  "-o", LIBRARY, "codelm_harness.rs"], cwd=work, check=True, capture_output=True, timeout=600)
+
+
 @functools.cache
 def harness_library() -> str | None:
   """CACHE_DIR/<key>/libcodelm_harness.rlib: the harness compiled once on the host, which a shared
@@ -464,21 +469,7 @@ def harness_library() -> str | None:
     if os.path.exists(rlib):
       return rlib
     try:
-      os.makedirs(CACHE_DIR, exist_ok=True)
-      work = tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR)
-      try:
-        with open(os.path.join(work, "codelm_harness.rs"), "w", encoding="utf-8") as f:
-          f.write(library_source())
-        subprocess.run([RUSTC, *RUSTC_FLAGS, "--crate-type", "rlib", "--crate-name", "codelm_harness",
-                        "-o", LIBRARY, "codelm_harness.rs"], cwd=work, check=True, capture_output=True,
-                       timeout=600)
-        os.chmod(work, 0o755)  # the sandbox's uid reads it (mkdtemp makes it 0700)
-        for name in os.listdir(work):
-          os.chmod(os.path.join(work, name), 0o444)
-        os.rename(work, final)  # atomic: a build sees the whole folder or none
-      except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+      cache.publish(CACHE_DIR, final, _build_library)
     except (OSError, subprocess.SubprocessError) as error:
       if not os.path.exists(rlib):  # unless another scorer process built it meanwhile
         _LOG.warning("the Rust harness library failed to build (builds compile the harness): %s", error)
