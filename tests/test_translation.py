@@ -33,7 +33,7 @@ WRONG = {"Lua": TRANSLATIONS["Lua"].replace(") < threshold", ") > threshold")}
 
 
 def test_a_translation_prompt_per_language_gives_the_python_source_and_the_bare_target_signature():
-  records = prompts.humaneval_translation_prompts(limit=3)
+  records = prompts.translation_prompts(limit=3)
   targets = [get(name) for name in MODULES if name != "python"]
   assert len(records) == 3 * len(targets) == 33
   source = prompts.python_sources([QUESTION])["HumanEval/0"]
