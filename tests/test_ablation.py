@@ -10,7 +10,9 @@ import shlex
 import pytest
 
 import code_corpus
-from experiments import ablation
+from evaluation import execution
+from evaluation.languages import get
+from experiments import ablation, score_grid
 from data import tasks
 
 LOSSES = {  # cell -> language -> final validation loss; Python and Go are high-resource, Rust and Haskell low
@@ -231,3 +233,47 @@ def test_grid_trains_with_train_py_then_reuses_finished_cells(corpus, tmp_path, 
 
   assert ablation.main(argv, runner=must_not_train) == 0
   assert capsys.readouterr().out.count("not rerun") == 4
+
+  if execution.missing(get("python").toolchain):
+    return
+  # Then the tiny cells sampled and scored (2 problems, 2 samples each, in Python), and the paper's
+  # figures drawn from their metrics.json files at k = 2.
+  score_argv = ["--grid", str(output), "--sizes", "tiny", "--datasets", "humaneval", "--languages", "python",
+                "--limit", "2", "--num_samples", "2", "--max_decode_length", "8", "--workers", "1"]
+  assert score_grid.main(score_argv) == 0
+  for cell in ("tiny_natural", "tiny_unimax_1"):
+    metrics = json.loads((output / cell / "scores" / "humaneval" / "metrics.json").read_text())
+    assert metrics["python"]["num_predictions"] == 4 and "pass@2" in metrics["python"]
+  tables = (output / "paper_tables.md").read_text()
+  assert "pass@2" in tables and "tiny" in tables and _is_png(output / "fig5_passk.png")
+  # A rerun finds every sample and every verdict there: sample.py (stubbed here) and the scorer skip them.
+  results = (output / "tiny_natural" / "scores" / "humaneval" / "results.jsonl").read_text()
+  commands = []
+  assert score_grid.run(str(output), score_grid.parse_datasets("humaneval"), ["tiny"], languages=["python"],
+                        limit=2, num_samples=2, runner=lambda command: commands.append(command) or 0) == 0
+  assert len(commands) == 2 and (output / "tiny_natural" / "scores" / "humaneval" / "results.jsonl").read_text() == results
+
+
+def test_score_grid_finds_finished_cells_and_prints_its_commands(tmp_path, capsys):
+  for cell in ("tiny_natural", "tiny_unimax_1", "mini_natural"):
+    (tmp_path / cell).mkdir()
+    (tmp_path / cell / "done.json").write_text("{}")
+  (tmp_path / "mini_unimax_1").mkdir()  # not finished: left out
+  assert score_grid.finished_cells(str(tmp_path), None, None) == [
+      ("mini", "natural"), ("tiny", "natural"), ("tiny", "unimax_1")]
+  assert score_grid.finished_cells(str(tmp_path), ["tiny", "mini"], ["natural"]) == [("tiny", "natural"), ("mini", "natural")]
+  assert score_grid.main(["--grid", str(tmp_path), "--sizes", "tiny", "--datasets",
+                          "translation,bc_tp3=tp3.jsonl:translation:C++", "--num_samples", "10", "--dry_run"]) == 0
+  out = capsys.readouterr().out
+  assert out.count("sampling") == 4
+  assert f"--checkpoint={tmp_path / 'tiny_unimax_1'} --prompts={tmp_path / 'prompts' / 'bc_tp3.jsonl'}" in out
+  assert "gin_configs/sample/translation.gin" in out and "--num_samples=10" in out
+  assert f"--benchmark tp3.jsonl --output {tmp_path / 'tiny_natural' / 'scores' / 'bc_tp3'} --k 1,10" in out
+  assert not (tmp_path / "prompts").exists()  # a dry run writes nothing
+  assert score_grid.parse_datasets("humaneval,bc_mbpp=m.jsonl:generation") == [
+      score_grid.Dataset("humaneval", "humaneval", "generation"),
+      score_grid.Dataset("bc_mbpp", "m.jsonl", "generation")]
+  for bad in ("tp3.jsonl", "x=f.jsonl:summarise", "x=f.jsonl:generation:C++", ""):
+    with pytest.raises(ValueError, match="--datasets"):
+      score_grid.parse_datasets(bad)
+  assert score_grid.main(["--grid", str(tmp_path / "nothing"), "--dry_run"]) == 2

@@ -1,0 +1,183 @@
+"""Sample and score every trained cell of an ablation grid, then draw the paper's figures from it.
+
+  python -m experiments.score_grid --grid ABL_DIR [--datasets humaneval,translation,NAME=FILE:TASK[:SOURCE]] \
+      [--sizes tiny,mini] [--mixtures natural,unimax_1] [--languages all] [--limit N] \
+      [--num_samples N] [--max_decode_length L] [--workers N] [--dry_run]
+
+A cell is experiments.ablation's <size>_<mixture> directory with done.json (a finished train.py run).
+Per dataset, the prompts are written once to ABL_DIR/prompts/<dataset>.jsonl; per cell, sample.py
+(gin_configs/sample/humaneval.gin for generation, translation.gin for translation, with --num_samples
+and --max_decode_length as overrides) writes <cell>/predictions/<dataset>.jsonl and evaluation.score
+writes <cell>/scores/<dataset>/, both resumable, so a rerun only does what is missing. Then
+experiments.paper_results draws fig5_passk.png, fig6_passk_relative_change.png and paper_tables.md in
+ABL_DIR at the paper's k (100 generation, 25 translation), or at the samples per problem where fewer.
+
+Datasets: `humaneval` (typed HumanEval, generation), `translation` (HumanEval from Python), or
+NAME=FILE:TASK[:SOURCE] for a typed question file (e.g. converted by `python -m evaluation.babelcode`):
+`bc_transcoder_cpp=transcoder.jsonl:translation:C++`, `bc_mbpp=mbpp.jsonl:generation`.
+This runs every cell on this machine, one after another; on a TPU grid, sample each cell where it was
+trained and point experiments.paper_results at the bucket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+
+import storage
+from evaluation import prompts as benchmark_prompts
+from evaluation import score as scoring
+from experiments import paper_results
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE_GINS = {"generation": os.path.join("gin_configs", "sample", "humaneval.gin"),
+               "translation": os.path.join("gin_configs", "sample", "translation.gin")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  name: str
+  benchmark: str            # "humaneval" or a typed question file
+  task: str                 # generation | translation
+  source_language: str = "python"
+
+
+def parse_datasets(value: str) -> list[Dataset]:
+  """--datasets: humaneval, translation, or NAME=FILE:TASK[:SOURCE]."""
+  out = []
+  for item in (v.strip() for v in value.split(",")):
+    if not item:
+      continue
+    if item == "humaneval":
+      out.append(Dataset("humaneval", "humaneval", "generation"))
+    elif item == "translation":
+      out.append(Dataset("translation", "humaneval", "translation"))
+    else:
+      name, sep, spec = item.partition("=")
+      parts = spec.split(":")
+      if not sep or not name or len(parts) not in (2, 3) or parts[1] not in SAMPLE_GINS:
+        raise ValueError(f"--datasets: {item!r} is not humaneval, translation or NAME=FILE:TASK[:SOURCE] "
+                         "(TASK generation or translation)")
+      if parts[1] == "generation" and len(parts) == 3:
+        raise ValueError(f"--datasets: {item!r}: a source language is for translation only")
+      out.append(Dataset(name, parts[0], parts[1], *parts[2:]))
+  if not out:
+    raise ValueError("--datasets: none given")
+  return out
+
+
+def finished_cells(grid: str, sizes: Sequence[str] | None, mixtures: Sequence[str] | None) -> list[tuple[str, str]]:
+  """(size, mixture) of every cell directory with done.json, in the order sizes x mixtures if given,
+  else sorted."""
+  cells = []
+  for name in sorted(storage.listdir(grid)) if storage.isdir(grid) else []:
+    size, sep, mixture = name.rstrip("/").partition("_")
+    if sep and storage.exists(storage.join(grid, name.rstrip("/"), "done.json")):
+      cells.append((size, mixture))
+  if sizes:
+    cells = [c for c in cells if c[0] in sizes]
+    cells.sort(key=lambda c: list(sizes).index(c[0]))
+  if mixtures:
+    cells = [c for c in cells if c[1] in mixtures]
+  return cells
+
+
+def prompt_records(dataset: Dataset, languages: Sequence[str] | None, limit: int | None) -> list[dict]:
+  if dataset.task == "translation":
+    return benchmark_prompts.translation_prompts(dataset.benchmark, dataset.source_language, languages, limit)
+  return benchmark_prompts.humaneval_prompts(True, limit, languages or scoring.EVALUATED, dataset.benchmark)
+
+
+def sample_command(cell_dir: str, dataset: Dataset, prompts_path: str, predictions: str,
+                   num_samples: int | None, max_decode_length: int | None) -> list[str]:
+  command = [sys.executable, os.path.join(ROOT, "sample.py"), f"--gin_file={os.path.join(ROOT, SAMPLE_GINS[dataset.task])}",
+             f"--checkpoint={cell_dir}", f"--prompts={prompts_path}", f"--output={predictions}"]
+  if num_samples:
+    command.append(f"--num_samples={num_samples}")
+  if max_decode_length:
+    command.append(f"--max_decode_length={max_decode_length}")
+  return command
+
+
+def k_for(dataset: Dataset, num_samples: int | None) -> int:
+  """The paper's k for the dataset, or the samples per problem where fewer were drawn."""
+  k = paper_results.paper_k(dataset.name if dataset.task == "generation" else "translation")
+  return min(k, num_samples) if num_samples else k
+
+
+def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = None,
+        mixtures: Sequence[str] | None = None, languages: Sequence[str] | None = None, limit: int | None = None,
+        num_samples: int | None = None, max_decode_length: int | None = None, workers: int | None = None,
+        dry_run: bool = False, runner: Callable[[list[str]], int] = subprocess.call) -> int:
+  cells = finished_cells(grid, sizes, mixtures)
+  if not cells:
+    print(f"error: no finished cell (<size>_<mixture>/done.json) under {grid}", file=sys.stderr)
+    return 2
+  prompt_paths = {}
+  for dataset in datasets:
+    path = prompt_paths[dataset.name] = storage.join(grid, "prompts", f"{dataset.name}.jsonl")
+    if not dry_run and not storage.exists(path):
+      benchmark_prompts.write_jsonl(prompt_records(dataset, languages, limit), path)
+  for number, (size, mixture) in enumerate(cells, 1):
+    cell_dir = storage.join(grid, f"{size}_{mixture}")
+    for dataset in datasets:
+      predictions = storage.join(cell_dir, "predictions", f"{dataset.name}.jsonl")
+      scores = storage.join(cell_dir, "scores", dataset.name)
+      command = sample_command(cell_dir, dataset, prompt_paths[dataset.name], predictions, num_samples,
+                               max_decode_length)
+      print(f"[cell {number}/{len(cells)}] {size}_{mixture} {dataset.name}: sampling", flush=True)
+      if dry_run:
+        print("  " + " ".join(command))
+        print(f"  python -m evaluation.score --predictions {predictions} --benchmark {dataset.benchmark} "
+              f"--output {scores} --k 1,{k_for(dataset, num_samples)}")
+        continue
+      storage.makedirs(storage.dirname(predictions))
+      if runner(command) != 0:
+        print(f"error: sample.py failed for {size}_{mixture} {dataset.name}; its output so far is kept, "
+              "rerun to resume", file=sys.stderr)
+        return 1
+      print(f"[cell {number}/{len(cells)}] {size}_{mixture} {dataset.name}: scoring", flush=True)
+      scoring.score(predictions, dataset.benchmark, scores, languages=None, workers=workers,
+                    ks=sorted({1, k_for(dataset, num_samples)}), progress=False)
+  if dry_run:
+    return 0
+  ks = {d.name: k_for(d, num_samples) for d in datasets}
+  for path in paper_results.write(grid, sorted({s for s, _ in cells}, key=[s for s, _ in cells].index),
+                                  sorted({m for _, m in cells}, key=[m for _, m in cells].index), None, ks):
+    print(f"wrote {path}")
+  return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m experiments.score_grid", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--grid", required=True, help="experiments.ablation's output directory")
+  parser.add_argument("--datasets", default="humaneval,translation")
+  parser.add_argument("--sizes", help="comma-separated (default: every finished cell)")
+  parser.add_argument("--mixtures", help="comma-separated (default: every finished cell)")
+  parser.add_argument("--languages", default="all", help="comma-separated scoring languages, or all")
+  parser.add_argument("--limit", type=int, help="the first N problems of each dataset")
+  parser.add_argument("--num_samples", type=int, help="samples per prompt (default: the sample gin's)")
+  parser.add_argument("--max_decode_length", type=int, help="tokens per sample (default: the sample gin's)")
+  parser.add_argument("--workers", type=int, help="scoring workers (default: the CPUs)")
+  parser.add_argument("--dry_run", action="store_true", help="print the commands, run nothing")
+  args = parser.parse_args(argv)
+  for flag in ("limit", "num_samples", "max_decode_length", "workers"):
+    if getattr(args, flag) is not None and getattr(args, flag) < 1:
+      parser.error(f"--{flag} must be >= 1")
+  try:
+    datasets = parse_datasets(args.datasets)
+    languages = scoring.parse_languages(args.languages)
+  except ValueError as error:
+    parser.error(str(error))
+  split = lambda value: [v for v in value.split(",") if v] if value else None  # noqa: E731
+  return run(args.grid, datasets, split(args.sizes), split(args.mixtures), languages, args.limit,
+             args.num_samples, args.max_decode_length, args.workers, args.dry_run)
+
+
+if __name__ == "__main__":
+  sys.exit(main())
