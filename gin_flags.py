@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import tempfile
 from typing import Any, Sequence
 
 import gin
@@ -63,8 +64,19 @@ def check_writable_file(name: str, path: str) -> None:
     raise UsageError(f"{name}: {path} is a folder, not a file")
   if not os.path.isdir(folder):
     raise UsageError(f"{name}: the folder {folder} does not exist")
-  if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+  if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)) \
+      or not _can_create_in(folder):
     raise UsageError(f"{name}: {path} is not writable")
+
+
+def _can_create_in(folder: str) -> bool:
+  """Whether a file can be made in `folder`, tried (and removed at once): os.access says yes to root
+  everywhere, also in /sys or on a read-only mount."""
+  try:
+    with tempfile.TemporaryFile(dir=folder):
+      return True
+  except OSError:
+    return False
 
 
 def check_writable_dir(name: str, path: str) -> None:
@@ -77,7 +89,7 @@ def check_writable_dir(name: str, path: str) -> None:
   existing = path
   while not os.path.exists(existing):
     existing = os.path.dirname(existing)
-  if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+  if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK) or not _can_create_in(existing):
     raise UsageError(f"{name}: cannot write under {existing}")
 
 

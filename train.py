@@ -135,7 +135,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
   try:
     gin_flags.parse_gin(gin_files, bindings)
     return train(gin_config_str=gin.config_str())
-  except (FloatingPointError, UsageError, CheckpointError, OutputLocked) as error:
+  except UsageError as error:  # a flag, gin value or input the user gave: status 2, as argparse's
+    print(f"train.py: {gin_flags.message(error)}", file=sys.stderr)
+    sys.exit(2)
+  except (FloatingPointError, CheckpointError, OutputLocked) as error:
     sys.exit(f"train.py: {gin_flags.message(error)}")
 
 

@@ -145,7 +145,12 @@ def load_problems(path: str) -> list[Problem]:
   """Every problem of a JSON or JSONL file (local or URL), in file order; ids must be unique."""
   text = storage.read_text(path)
   stripped = text.lstrip()
-  if stripped.startswith("[") or (stripped.startswith("{") and _is_one_json(stripped)):
+  # A .jsonl file is one record per line, however many lines; otherwise a JSON array or id -> record
+  # object, told from the text (an object whose values are not all records is one JSONL record).
+  whole = not path.endswith(".jsonl") and (stripped.startswith("[") or (
+      stripped.startswith("{") and _is_one_json(stripped)
+      and all(isinstance(v, dict) for v in json.loads(stripped).values())))
+  if whole:
     data = json.loads(text)
     if isinstance(data, dict):  # id -> record
       items = [(f"{path}: record {key!r}", dict(value, problem_id=value.get("problem_id", key))

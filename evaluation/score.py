@@ -373,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       raise ValueError(f"--workers must be at least 1, got {args.workers}")
     if args.batch_size < 1:
       raise ValueError(f"--batch_size must be at least 1, got {args.batch_size}")
+    if args.memory_mb < 1:
+      raise ValueError(f"--memory_mb must be at least 1, got {args.memory_mb} (every program would fail to start)")
     ks = [int(k) for k in args.k.split(",")]
     if any(k < 1 for k in ks):
       raise ValueError(f"--k values must be positive, got {args.k}")

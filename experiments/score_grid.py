@@ -32,6 +32,7 @@ import storage
 from evaluation import prompts as benchmark_prompts
 from evaluation import score as scoring
 from experiments import paper_results
+from model.config import SIZES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE_GINS = {"generation": os.path.join("gin_configs", "sample", "humaneval.gin"),
@@ -72,17 +73,15 @@ def parse_datasets(value: str) -> list[Dataset]:
 
 def finished_cells(grid: str, sizes: Sequence[str] | None, mixtures: Sequence[str] | None) -> list[tuple[str, str]]:
   """(size, mixture) of every cell directory with done.json, in the order sizes x mixtures if given,
-  else sorted."""
+  else model sizes from the smallest up and mixtures by name."""
   cells = []
   for name in sorted(storage.listdir(grid)) if storage.isdir(grid) else []:
     size, sep, mixture = name.rstrip("/").partition("_")
     if sep and storage.exists(storage.join(grid, name.rstrip("/"), "done.json")):
       cells.append((size, mixture))
-  if sizes:
-    cells = [c for c in cells if c[0] in sizes]
-    cells.sort(key=lambda c: list(sizes).index(c[0]))
-  if mixtures:
-    cells = [c for c in cells if c[1] in mixtures]
+  order = list(sizes) if sizes else list(SIZES)  # smallest model first, as Figure 5's axis
+  cells = [c for c in cells if c[0] in order and (not mixtures or c[1] in mixtures)]
+  cells.sort(key=lambda c: (order.index(c[0]), list(mixtures).index(c[1]) if mixtures else c[1]))
   return cells
 
 

@@ -259,9 +259,9 @@ def test_score_grid_finds_finished_cells_and_prints_its_commands(tmp_path, capsy
     (tmp_path / cell).mkdir()
     (tmp_path / cell / "done.json").write_text("{}")
   (tmp_path / "mini_unimax_1").mkdir()  # not finished: left out
-  assert score_grid.finished_cells(str(tmp_path), None, None) == [
-      ("mini", "natural"), ("tiny", "natural"), ("tiny", "unimax_1")]
-  assert score_grid.finished_cells(str(tmp_path), ["tiny", "mini"], ["natural"]) == [("tiny", "natural"), ("mini", "natural")]
+  assert score_grid.finished_cells(str(tmp_path), None, None) == [   # the smallest model first
+      ("tiny", "natural"), ("tiny", "unimax_1"), ("mini", "natural")]
+  assert score_grid.finished_cells(str(tmp_path), ["mini", "tiny"], ["natural"]) == [("mini", "natural"), ("tiny", "natural")]
   assert score_grid.main(["--grid", str(tmp_path), "--sizes", "tiny", "--datasets",
                           "translation,bc_tp3=tp3.jsonl:translation:C++", "--num_samples", "10", "--dry_run"]) == 0
   out = capsys.readouterr().out

@@ -3,10 +3,11 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
 from model import sharding
-from training.checkpoints import Checkpointer, fingerprint, fingerprint_mismatch
+from training.checkpoints import Checkpointer, fingerprint, fingerprint_mismatch, read_params
 
 
 def _tree():
@@ -79,3 +80,13 @@ def test_a_saved_checkpoint_records_its_fingerprint_and_restores_verified(tmp_pa
   assert fingerprint(state) == fingerprint(tree)
   params, step = Checkpointer(str(tmp_path / "ckpt")).restore_params(abstract["params"])
   assert step == 1 and np.array_equal(params["w"], tree["params"]["w"])
+
+
+def test_reading_another_runs_missing_folder_creates_nothing(tmp_path):
+  # A LoRA run's base or a fine-tuning source that is gone: a clear answer, and no empty folder left.
+  gone = tmp_path / "base" / "checkpoints"
+  abstract = {"w": jax.ShapeDtypeStruct((2,), jnp.float32)}
+  assert read_params(str(gone), abstract) is None
+  with pytest.raises(FileNotFoundError, match=r"no checkpoint folder \S+base/checkpoints"):
+    read_params(str(gone), abstract, step=4)
+  assert not (tmp_path / "base").exists()

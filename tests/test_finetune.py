@@ -65,6 +65,10 @@ def test_json_jsonl_id_keyed_and_codeinsight_field_names_load_alike(tmp_path):
   (tmp_path / "d.json").write_text(json.dumps(renamed))
   loaded = [pt.load_problems(str(tmp_path / name)) for name in ("a.jsonl", "b.json", "c.json", "d.json")]
   assert all(problems == loaded[0] for problems in loaded)
+  # A JSONL file of one problem is one record, named .jsonl or not (not an id-keyed object).
+  (tmp_path / "one.jsonl").write_text(json.dumps(records_[0]) + "\n")
+  (tmp_path / "one.txt").write_text(json.dumps(records_[0]) + "\n")
+  assert pt.load_problems(str(tmp_path / "one.jsonl")) == pt.load_problems(str(tmp_path / "one.txt")) == loaded[0][:1]
   url = "ram://practical_test/a.jsonl"  # a non-local filesystem, standing in for gs://
   storage.write_atomic(url, (tmp_path / "a.jsonl").read_text())
   try:

@@ -297,6 +297,8 @@ GOOD_PROMPT = b'{"qid": "a", "language": "Python", "prompt": "x = 1\\n"}\n'
      r"bad.jsonl:2: qid must be a string or an integer, got true"),
     ([lambda t: f"--output={t}/missing/predictions.jsonl"], r"--output: the folder \S+missing does not exist"),
     ([lambda t: f"--output={t}"], r"--output: \S+ is a folder, not a file"),
+    # /sys takes no new file even from root, for whom os.access says yes.
+    (["--output=/sys/predictions.jsonl"], r"--output: /sys/predictions.jsonl is not writable"),
     ([lambda t: f"--prompts={t}/none.jsonl"], r"--prompts: \S+none.jsonl is not a file"),
 ])
 def test_bad_flags_and_prompts_are_refused_before_work_and_write_nothing(trained_run, tmp_path, capsys, flags,

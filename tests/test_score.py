@@ -210,6 +210,12 @@ def test_cli_errors_name_the_flag(tmp_path, capsys):
   predictions = write_predictions(tmp_path / "p.jsonl", [])
   assert score.main(["--predictions", predictions, "--output", str(tmp_path / "o"), "--workers", "0"]) == 2
   assert "--workers" in capsys.readouterr().err
+  for flags, message in ((["--memory_mb", "0"], "--memory_mb must be at least 1"),
+                         (["--timeout", "0"], "--timeout: seconds: must be positive"),
+                         (["--timeout", "java=-1"], "--timeout: java: must be positive")):
+    assert score.main(["--predictions", predictions, "--output", str(tmp_path / "o"), *flags]) == 2
+    assert message in capsys.readouterr().err
+  assert not (tmp_path / "o").exists()
   assert score.main(["--predictions", predictions, "--output", str(tmp_path / "o"),
                      "--benchmark", "nope"]) == 2
   assert "unknown benchmark" in capsys.readouterr().err

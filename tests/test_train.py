@@ -103,9 +103,10 @@ def test_demo_config_trains_and_loss_falls(corpus, tmp_path, capsys):
   assert Checkpointer(os.path.join(model_dir, "checkpoints")).steps() == [40, 80]
 
 
-def test_unknown_flags_are_errors_that_name_them(corpus, tmp_path):
-  with pytest.raises(SystemExit):
+def test_unknown_flags_are_errors_that_name_them(corpus, tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_:
     _run_in_process(_flags(corpus, str(tmp_path / "c"), 2, "--steps=3"))
+  assert exit_.value.code == 2 and "'--steps=3'" in capsys.readouterr().err
 
 
 def test_resume_after_sigkill_replays_the_same_losses(corpus, tmp_path):
@@ -285,18 +286,22 @@ def test_when_no_checkpoint_is_usable_training_stops_and_moves_nothing(corpus, t
     ("--gin.train.nonexistent=3", "nonexistent"),
     ("--gin.TRAIN_STEPZ=3", "no gin file defines the macro TRAIN_STEPZ"),
 ])
-def test_bad_gin_values_are_refused_by_name_before_anything_is_written(corpus, tmp_path, binding, message):
+def test_bad_gin_values_are_refused_by_name_before_anything_is_written(corpus, tmp_path, binding, message, capsys):
   model_dir = tmp_path / "run"
-  with pytest.raises(SystemExit, match=message):
+  with pytest.raises(SystemExit) as exit_:
     _run_in_process(_flags(corpus, str(model_dir), 2, binding))
+  assert exit_.value.code == 2  # a usage error, as argparse's
+  assert re.search(message, capsys.readouterr().err)
   assert not model_dir.exists()
 
 
-def test_an_unwritable_model_dir_is_refused_before_work(corpus, tmp_path):
+def test_an_unwritable_model_dir_is_refused_before_work(corpus, tmp_path, capsys):
   blocked = tmp_path / "file"
   blocked.write_text("not a folder")
-  with pytest.raises(SystemExit, match=r"train.model_dir: .*file exists and is not a folder"):
+  with pytest.raises(SystemExit) as exit_:
     _run_in_process(_flags(corpus, str(blocked), 2))
+  assert exit_.value.code == 2
+  assert re.search(r"train.model_dir: .*file exists and is not a folder", capsys.readouterr().err)
 
 
 def test_a_relative_model_dir_works(corpus, tmp_path, monkeypatch):

@@ -147,10 +147,11 @@ class Checkpointer:
   """Train state plus a small JSON of the run's progress (steps, batches consumed, the state's
   fingerprint) per step, and in training each host's input-pipeline state."""
 
-  def __init__(self, directory: str, keep: int = 3, async_save: bool = True):
+  def __init__(self, directory: str, keep: int = 3, async_save: bool = True, create: bool = True):
+    """`create` False: a folder only read (another run's); it must exist, and is not made."""
     directory = storage.resolve(directory)  # orbax refuses relative paths
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
-                                           create=True, cleanup_tmp_directories=True)
+                                           create=create, cleanup_tmp_directories=create)
     self._manager = ocp.CheckpointManager(directory, options=options)
     self.directory = directory
     self.damaged_directory = directory.rstrip("/") + "-damaged"
@@ -272,8 +273,13 @@ class Checkpointer:
 
 def read_params(directory: str, abstract_params: Any, step: int | None = None) -> tuple[Any, int] | None:
   """`Checkpointer.restore_params` of another run's checkpoint folder, opened for this read only
-  (fine-tuning's source, a LoRA run's base); a `step` that is not there is a FileNotFoundError."""
-  source = Checkpointer(directory, async_save=False)
+  (fine-tuning's source, a LoRA run's base), never created; None when it holds no checkpoint or does
+  not exist; a `step` that is not there is a FileNotFoundError."""
+  if not storage.isdir(directory):  # (opening it would create it: an empty folder left behind)
+    if step is not None:
+      raise FileNotFoundError(f"no checkpoint folder {directory}")
+    return None
+  source = Checkpointer(directory, async_save=False, create=False)
   try:
     if step is not None and step not in source.steps():
       raise FileNotFoundError(f"no checkpoint {step} in {directory} (have {source.steps()})")
