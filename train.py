@@ -104,6 +104,14 @@ def check_arguments(arguments: dict) -> None:
   for name in ("vocab_path", "init_from", "checkpoint_dir"):
     if a[name] is not None and (not isinstance(a[name], str) or not a[name]):
       raise UsageError(f"train.{name} must be a path or None, got {a[name]!r}")
+  if a["init_from"] is not None and not storage.exists(a["init_from"]):
+    raise UsageError(f"train.init_from: {a['init_from']!r} does not exist (a trained run's MODEL_DIR or its "
+                     "checkpoints folder; PRETRAINED_DIR in the fine-tuning gins)")
+  checkpoints = a["checkpoint_dir"] or storage.join(a["model_dir"], "checkpoints")
+  if checkpoints.startswith("ram://"):  # orbax (etils' epath) has no ram:// filesystem
+    where = "train.checkpoint_dir" if a["checkpoint_dir"] else "train.model_dir"
+    raise UsageError(f"{where}: checkpoints cannot be written to {checkpoints}: orbax cannot write "
+                     "TensorFlow's ram:// filesystem; set train.checkpoint_dir to a local folder or gs://")
   lengths = a["task_feature_lengths"]
   if not isinstance(lengths, dict) or not lengths:
     raise UsageError(f"train.task_feature_lengths must be a dict such as {{'inputs': 1024, 'targets': 1024}}, "
