@@ -4,6 +4,7 @@ Every file goes through `storage`, so MODEL_DIR may be a gs:// URL."""
 from __future__ import annotations
 
 import io
+import json
 from typing import Mapping
 
 import storage
@@ -35,6 +36,18 @@ class MetricsWriter:
       for key, value in metrics.items():
         tf.summary.scalar(key, float(value))
     self._tensorboard.flush()
+
+  def resume_at(self, step: int) -> None:
+    """A run resuming from its checkpoint at `step` logs the steps after it again: the records of
+    those steps from before the kill go, so each step is in metrics.jsonl once."""
+    if not self.primary or not storage.exists(self.path):
+      return
+    records = self.read()
+    kept = [r for r in records if not isinstance(r.get("step"), int) or r["step"] <= step]
+    if len(kept) < len(records):
+      self._jsonl.close()
+      storage.write_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+      self._jsonl = storage.JsonlAppender(self.path)
 
   def read(self) -> list[dict]:
     """The records so far (a torn last line is skipped with a warning, storage's rule)."""

@@ -228,6 +228,7 @@ def train(config: TrainConfig, gin_config_str: str = "") -> dict:
       state, progress, start = loop.initial_state(
           checkpointer, abstract, shardings, lambda: init_sharded_state(model, optimizer, config.seed, shardings),
           config.pretrained.checkpoints if config.pretrained else None)
+    writer.resume_at(start)
     if primary:  # what sample.py needs to rebuild the model without this run's gin files
       write_run_info(config.model_dir, model_config, config.vocabulary_path, config.checkpoint_dir, adapters)
     dropout_seed = config.seed if config.lora and config.lora.dropout > 0 else None
