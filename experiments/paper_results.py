@@ -243,6 +243,7 @@ def plot_figure5(datasets: Mapping[str, Grid], ks: Mapping[str, int], sizes: Seq
     ax.set_xticks(range(len(sizes)), sizes)
     ax.set_title(f"{dataset}: mean pass@{ks[dataset]}")
     ax.set_xlabel("model size")
+    ax.set_ylim(bottom=0)  # a pass rate (all zeros would otherwise centre the axis on 0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6, ncol=2)
   axes[0][0].set_ylabel("mean pass@k (solid HR, dashed LR)")
