@@ -245,7 +245,8 @@ def plot_figure5(datasets: Mapping[str, Grid], ks: Mapping[str, int], sizes: Seq
     ax.set_xlabel("model size")
     ax.set_ylim(bottom=0)  # a pass rate (all zeros would otherwise centre the axis on 0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    if ax.get_legend_handles_labels()[0]:  # a panel with no defined mean has no lines
+      ax.legend(fontsize=6, ncol=2)
   axes[0][0].set_ylabel("mean pass@k (solid HR, dashed LR)")
   fig.tight_layout()
   storage.save_figure(fig, path, dpi=120)
