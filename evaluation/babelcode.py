@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluation import typed
+from evaluation.prompts import resolve_language
 import storage
 
 LEAVES = {"boolean": "bool", "integer": "int", "long": "int", "float": "float", "double": "float",
@@ -84,9 +85,10 @@ def parse_type(text: str) -> BabelType:
     raise ValueError(f"type {text!r} does not end with >")
   inner = inner[:-1]
   if name == "map":
-    key, sep, value = _split(inner, ";", text, at_most=2)
-    if not sep:
+    parts = _split(inner, ";", text)
+    if len(parts) != 2:
       raise ValueError(f"type {text!r}: a map is map<KEY;VALUE>")
+    key, value = parts
     parsed_key = parse_type(key)
     if parsed_key.name not in KEY_LEAVES:
       raise ValueError(f"type {text!r}: map keys are one of {', '.join(KEY_LEAVES)}")
@@ -105,8 +107,8 @@ def parse_type(text: str) -> BabelType:
   raise ValueError(f"unknown type {name!r} in {text!r}")
 
 
-def _split(inner: str, separator: str, whole: str, at_most: int | None = None) -> list[str]:
-  """`inner` split at `separator` outside <>; with at_most=2, (left, separator or "", right)."""
+def _split(inner: str, separator: str, whole: str) -> list[str]:
+  """`inner` split at `separator` where it is outside any <>."""
   parts, depth, start = [], 0, 0
   for i, char in enumerate(inner):
     depth += {"<": 1, ">": -1}.get(char, 0)
@@ -115,12 +117,9 @@ def _split(inner: str, separator: str, whole: str, at_most: int | None = None) -
     if char == separator and depth == 0:
       parts.append(inner[start:i])
       start = i + 1
-      if at_most == 2:
-        return [parts[0], separator, inner[start:]]
   if depth:
     raise ValueError(f"type {whole!r} has an unmatched <")
-  parts.append(inner[start:])
-  return [parts[0], "", ""] if at_most == 2 else parts
+  return parts + [inner[start:]]
 
 
 def value(type_: BabelType, data: Any, where: str) -> Any:
@@ -198,8 +197,6 @@ def schema(record: dict) -> tuple[list[tuple[str, BabelType]], BabelType]:
 
 def question(record: dict) -> typed.Question:
   """One BabelCode question -> a typed question; a ValueError says what does not fit."""
-  from evaluation.prompts import resolve_language
-
   for key in ("schema", "test_list", "entry_fn_name"):
     if key not in record:
       raise ValueError(f"missing field {key!r}")

@@ -156,6 +156,16 @@ def translation_prompts(benchmark: str = "humaneval", source_language: str = "py
   return prompts
 
 
+def typed_prompts(benchmark: str = "humaneval", task: str = "generation", source_language: str = "python",
+                  languages: Sequence[str] | None = None, limit: int | None = None,
+                  template: bool = True) -> list[dict]:
+  """A typed benchmark's prompts for `task`: generation in `languages` (default Python), or
+  translation from `source_language` into `languages` (default every other scoring language)."""
+  if task == "translation":
+    return translation_prompts(benchmark, source_language, languages, limit)
+  return humaneval_prompts(template, limit, languages or ("python",), benchmark)
+
+
 def _source_program(record: dict, source: Language | None, where: str) -> tuple[Language, str] | None:
   """The record's source program and its language (restricted to `source` when given), or None."""
   if record.get("source_code"):
@@ -283,14 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     if args.command in ("humaneval", "typed"):
       from evaluation.score import parse_languages
-      benchmark = "humaneval" if args.command == "humaneval" else args.benchmark
-      if args.task == "translation":
-        languages = None if args.languages is None else parse_languages(args.languages)
-        prompts = translation_prompts(benchmark, getattr(args, "source_language", "python"), languages,
-                                      args.limit)
-      else:
-        prompts = humaneval_prompts(args.template, args.limit, parse_languages(args.languages or "python"),
-                                    benchmark)
+      prompts = typed_prompts("humaneval" if args.command == "humaneval" else args.benchmark, args.task,
+                              getattr(args, "source_language", "python"),
+                              None if args.languages is None else parse_languages(args.languages),
+                              args.limit, args.template)
     else:
       languages = None if args.languages is None else [n for n in args.languages.split(",") if n.strip()]
       prompts, skipped = babelcode_prompts(args.dataset, languages, args.task, args.source_language,

@@ -85,12 +85,6 @@ def finished_cells(grid: str, sizes: Sequence[str] | None, mixtures: Sequence[st
   return cells
 
 
-def prompt_records(dataset: Dataset, languages: Sequence[str] | None, limit: int | None) -> list[dict]:
-  if dataset.task == "translation":
-    return benchmark_prompts.translation_prompts(dataset.benchmark, dataset.source_language, languages, limit)
-  return benchmark_prompts.humaneval_prompts(True, limit, languages or scoring.EVALUATED, dataset.benchmark)
-
-
 def sample_command(cell_dir: str, dataset: Dataset, prompts_path: str, predictions: str,
                    num_samples: int | None, max_decode_length: int | None) -> list[str]:
   command = [sys.executable, os.path.join(ROOT, "sample.py"), f"--gin_file={os.path.join(ROOT, SAMPLE_GINS[dataset.task])}",
@@ -104,7 +98,7 @@ def sample_command(cell_dir: str, dataset: Dataset, prompts_path: str, predictio
 
 def k_for(dataset: Dataset, num_samples: int | None) -> int:
   """The paper's k for the dataset, or the samples per problem where fewer were drawn."""
-  k = paper_results.paper_k(dataset.name if dataset.task == "generation" else "translation")
+  k = paper_results.TRANSLATION_K if dataset.task == "translation" else paper_results.GENERATION_K
   return min(k, num_samples) if num_samples else k
 
 
@@ -120,7 +114,8 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
   for dataset in datasets:
     path = prompt_paths[dataset.name] = storage.join(grid, "prompts", f"{dataset.name}.jsonl")
     if not dry_run and not storage.exists(path):
-      benchmark_prompts.write_jsonl(prompt_records(dataset, languages, limit), path)
+      benchmark_prompts.write_jsonl(benchmark_prompts.typed_prompts(
+          dataset.benchmark, dataset.task, dataset.source_language, languages or scoring.EVALUATED, limit), path)
   for number, (size, mixture) in enumerate(cells, 1):
     cell_dir = storage.join(grid, f"{size}_{mixture}")
     for dataset in datasets:
@@ -145,8 +140,8 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
   if dry_run:
     return 0
   ks = {d.name: k_for(d, num_samples) for d in datasets}
-  for path in paper_results.write(grid, sorted({s for s, _ in cells}, key=[s for s, _ in cells].index),
-                                  sorted({m for _, m in cells}, key=[m for _, m in cells].index), None, ks):
+  sizes, mixtures = list(dict.fromkeys(s for s, _ in cells)), list(dict.fromkeys(m for _, m in cells))
+  for path in paper_results.write(grid, sizes, mixtures, None, ks):
     print(f"wrote {path}")
   return 0
 

@@ -273,6 +273,9 @@ def test_score_grid_finds_finished_cells_and_prints_its_commands(tmp_path, capsy
   assert score_grid.parse_datasets("humaneval,bc_mbpp=m.jsonl:generation") == [
       score_grid.Dataset("humaneval", "humaneval", "generation"),
       score_grid.Dataset("bc_mbpp", "m.jsonl", "generation")]
+  # k by task, whatever the name says: the paper's 100 (generation) or 25 (translation), or fewer samples.
+  assert [score_grid.k_for(score_grid.Dataset("tp3_like", "f", task), n)
+          for task, n in (("generation", None), ("translation", None), ("generation", 10))] == [100, 25, 10]
   for bad in ("tp3.jsonl", "x=f.jsonl:summarise", "x=f.jsonl:generation:C++", ""):
     with pytest.raises(ValueError, match="--datasets"):
       score_grid.parse_datasets(bad)
