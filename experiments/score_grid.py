@@ -22,15 +22,18 @@ trained and point experiments.paper_results at the bucket.
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 import storage
 from evaluation import prompts as benchmark_prompts
 from evaluation import score as scoring
+from evaluation.judge import Status
 from experiments import paper_results
 from model.config import SIZES
 
@@ -110,6 +113,7 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
   if not cells:
     print(f"error: no finished cell (<size>_<mixture>/done.json) under {grid}", file=sys.stderr)
     return 2
+  began, totals = time.perf_counter(), collections.Counter()
   prompt_paths = {}
   for dataset in datasets:
     path = prompt_paths[dataset.name] = storage.join(grid, "prompts", f"{dataset.name}.jsonl")
@@ -135,15 +139,26 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
               "rerun to resume", file=sys.stderr)
         return 1
       print(f"[cell {number}/{len(cells)}] {size}_{mixture} {dataset.name}: scoring", flush=True)
-      scoring.score(predictions, dataset.benchmark, scores, languages=None, workers=workers,
-                    ks=sorted({1, k_for(dataset, num_samples)}), progress=False)
+      metrics = scoring.score(predictions, dataset.benchmark, scores, languages=None, workers=workers,
+                              ks=sorted({1, k_for(dataset, num_samples)}), progress=False)
+      counts = collections.Counter()
+      for language in metrics["languages"]:
+        counts.update(metrics[language]["counts"])
+      totals.update(counts)
+      print(f"  {sum(counts.values())} programs: {_counts(counts)}", flush=True)
   if dry_run:
     return 0
+  print(f"all cells: {sum(totals.values())} programs: {_counts(totals)}; "
+        f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
   ks = {d.name: k_for(d, num_samples) for d in datasets}
   sizes, mixtures = list(dict.fromkeys(s for s, _ in cells)), list(dict.fromkeys(m for _, m in cells))
   for path in paper_results.write(grid, sizes, mixtures, None, ks):
     print(f"wrote {path}")
   return 0
+
+
+def _counts(counts: collections.Counter) -> str:
+  return ", ".join(f"{counts[s.value]} {s.value}" for s in Status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
