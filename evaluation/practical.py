@@ -14,10 +14,16 @@ reported with its file:line and the others scored. DIR/metrics.json holds, overa
 of c/n, in %), tests_passed (% of the unit tests of every sample), BLEU and CodeBLEU (0-100) of each
 problem's first sample.
 
-The unit tests are assert blocks, so unlike evaluation/judge.py the verdict is reached inside the
-candidate's own process. Record lines carry a nonce that the harness reads from a file and deletes
-before the candidate runs, so a completion's prints (or a naive forgery) cannot pass a test; code
-that deliberately inspects the interpreter's memory could, which is outside what this guards.
+The unit tests are assert blocks; their verdicts are reached outside the sandbox, as for typed
+HumanEval (evaluation/judge.py). evaluation/assertions.py rewrites each test so that the candidate's
+run records, as plain data (evaluation/recorded_values.py), the values of the leaves of each assertion
+that depend on its code; the reference solution runs the same rewritten tests in its own sandbox once
+per problem (and must pass them); each assertion is then evaluated here over the candidate's values
+and the reference's values of its other leaves. The candidate's process never holds a compared-with
+value or a verdict it could write: whatever it prints is a claim about values, and an object that is
+not plain data (one equal to everything) fails the check that uses it. What it can still do is what a
+function could: return the right value. One limit: an assertion on a bare boolean computed from the
+candidate's behaviour (`assert raised`) is decided by the boolean the candidate's process reports.
 """
 
 from __future__ import annotations
@@ -29,14 +35,16 @@ import functools
 import importlib.metadata
 import io
 import math
+import json
 import os
 import secrets
 import sys
+import threading
 import tokenize
 from collections.abc import Iterable, Mapping, Sequence
 
 from data.practical_tasks import Problem
-from evaluation import execution, resumable
+from evaluation import assertions, execution, recorded_values, resumable
 from evaluation.languages import base
 from evaluation.languages.python import RENDERER as PYTHON
 from evaluation.passk import mean_pass_at_k
@@ -143,6 +151,7 @@ def completion_code(problem: Problem, completion: str) -> str:
   """The completion up to where the function ends (a new `def`, a `print(`, `if __name__`: whatever
   starts at column 0), without trailing blank lines and column-0 comments ("# Example usage")."""
   del problem  # the prompt always ends inside the function's body, after its docstring
+  completion = _normalise(completion)
   lines = _lines(completion)[:_end_line(completion)]
   while lines and (not lines[-1].strip() or lines[-1].startswith("#")):
     lines.pop()
@@ -161,7 +170,8 @@ def reference_function(problem: Problem) -> str:
   return problem.header + problem.signature + problem.body
 
 
-# Runs inside the sandbox; program() puts SITE (site-packages) and TESTS (the test blocks) above it.
+# Runs inside the sandbox after recorded_values.py's source (its `encode`); program() puts SITE
+# (site-packages) and TESTS (the rewritten test blocks) between them.
 _HARNESS = '''
 import os, sys
 sys.path.insert(0, SITE)
@@ -172,94 +182,211 @@ def _codelm_main():
     with open("nonce") as f:
         nonce = f.read()
     os.remove("nonce")
-    out = sys.stdout
+    write, flush, dumps, run = sys.stdout.write, sys.stdout.flush, json.dumps, exec
+    current = [None]
 
-    def record(index, text):
-        out.write(nonce + " " + str(index) + " " + text.replace("\\n", " ")[:300] + "\\n")
-        out.flush()
+    def record(test, kind, text):
+        write(nonce + " " + str(test) + " " + kind + " " + text.replace("\\n", " ") + "\\n")
+        flush()
 
     def describe(error, filename, source):
         # The failing line of the test (or solution), read from its source: exec'd text has no file.
-        text = type(error).__name__ + (": " + str(error) if str(error) else "")
+        text = type(error).__name__ + (": " + str(error)[:200] if str(error) else "")
         lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
         if lines and 0 < lines[-1] <= len(source.splitlines()):
             text += " (line %d: %s)" % (lines[-1], source.splitlines()[lines[-1] - 1].strip())
         return text
+
+    def check(index, thunks):
+        values = []
+        for thunk in thunks:
+            if thunk is None:
+                values.append(None)
+                continue
+            try:
+                values.append(encode(thunk()))
+            except BaseException as e:  # the original assertion would have raised it: the check fails
+                values.append(["unrecorded", type(e).__name__ + (": " + str(e)[:200] if str(e) else "")])
+        record(current[0], "check", dumps([index, values]))
 
     with open("solution.py") as f:
         source = f.read()
     try:
         code = compile(source, "solution.py", "exec")
     except SyntaxError as e:
-        record("-", "compile %s: %s (line %s)" % (type(e).__name__, e.msg, e.lineno))
+        record("-", "compile", "%s: %s (line %s)" % (type(e).__name__, e.msg, e.lineno))
         return
     module = {"__name__": "solution", "__builtins__": __builtins__}
     try:
-        exec(code, module)
+        run(code, module)
     except BaseException as e:  # an import the sandbox lacks, a NameError at module level
-        record("-", "module " + describe(e, "solution.py", source))
+        record("-", "module", describe(e, "solution.py", source))
         return
     for index, test in enumerate(TESTS):
+        current[0] = index
         filename = "test_%d" % index
+        namespace = dict(module)  # each test on a fresh copy
+        namespace["_codelm_check"] = check
         try:
-            exec(compile(test, filename, "exec"), dict(module))  # each test on a fresh copy
-            record(index, "pass")
+            run(compile(test, filename, "exec"), namespace)
+            record(index, "done", "")
         except BaseException as e:  # SystemExit and KeyboardInterrupt too: the test failed
-            record(index, "fail " + describe(e, filename, test))
+            record(index, "error", describe(e, filename, test))
 
 
 _codelm_main()
 '''
 
 
-def program(problem: Problem, code: str) -> base.Program:
-  """`code` (the prompt + a cut completion) as solution.py, and main.py running each of the
-  problem's tests on it; records `<nonce> <index> pass|fail <why>` or `<nonce> - compile|module <why>`."""
-  main = f"SITE = {site_packages()!r}\nTESTS = {list(problem.tests)!r}\n" + _HARNESS
-  return base.Program(files={"main.py": main, "solution.py": code, "nonce": secrets.token_hex(16)},
+def _normalise(text: str) -> str:
+  r"""Line breaks as Python reads a file: "\r\n" and a lone "\r" end a line too, so they become "\n"
+  before the completion is cut (else a "\r" smuggles module-level code past completion_code)."""
+  return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@functools.cache
+def rewritten_tests(problem: Problem) -> tuple[assertions.RewrittenTest, ...]:
+  names = assertions.solution_names(problem.code)
+  return tuple(assertions.rewrite(_normalise(test), names) for test in problem.tests)
+
+
+@functools.cache
+def _values_source() -> str:
+  with open(recorded_values.__file__, encoding="utf-8") as f:
+    return f.read()
+
+
+def program(problem: Problem, code: str, reference: bool = False) -> base.Program:
+  """`code` (the prompt + a cut completion, or the reference solution) as solution.py, and main.py
+  running each of the problem's rewritten tests on it; records `<nonce> <test> check [index, values]`
+  per assertion, `<nonce> <test> done|error <why>` per test, or `<nonce> - compile|module <why>`."""
+  tests = [t.reference if reference else t.candidate for t in rewritten_tests(problem)]
+  main = (_values_source() + f"\n\nSITE = {site_packages()!r}\nTESTS = {tests!r}\n" + _HARNESS)
+  return base.Program(files={"main.py": main, "solution.py": _normalise(code), "nonce": secrets.token_hex(16)},
                       run=(PYTHON.toolchain.binaries[0], "-I", "-S", "-B", "main.py"), env=THREADS_ENV)
 
 
-def _outcomes(result: execution.Execution, nonce: str) -> tuple[list[str], str | None]:
-  """(one "pass" or failure text per test, a problem-wide error or None) from the records."""
-  outcomes: list[str] = []
+@dataclasses.dataclass
+class _TestRecords:
+  checks: list = dataclasses.field(default_factory=list)  # (check index, raw values) in order
+  end: str | None = None                                   # "done", or "error <why>"
+  forged: bool = False                                     # records after the test ended
+
+
+def _records(result: execution.Execution, nonce: str, tests: int) -> tuple[list[_TestRecords], str | None]:
+  """Each test's records, and a problem-wide error (the solution did not compile or load) or None."""
+  records = [_TestRecords() for _ in range(tests)]
   for line in result.stdout.splitlines():
-    fields = line.split(" ", 2)
+    fields = line.split(" ", 3)
     if len(fields) < 3 or fields[0] != nonce:
       continue
-    if fields[1] == "-":
-      kind, _, why = fields[2].partition(" ")
-      return [], "compile" if kind == "compile" else why
-    if fields[1] != str(len(outcomes)):
-      return [], "records out of order"
-    outcomes.append(fields[2])
-  return outcomes, None
+    test, kind, text = fields[1], fields[2], fields[3] if len(fields) > 3 else ""
+    if test == "-":
+      return records, "compile" if kind == "compile" else text
+    if not test.isdigit() or int(test) >= tests:
+      continue
+    entry = records[int(test)]
+    if entry.end is not None:
+      entry.forged = True
+    elif kind == "check":
+      try:
+        index, values = json.loads(text)
+        entry.checks.append((int(index), list(values)))
+      except (ValueError, TypeError):
+        entry.forged = True
+    elif kind in ("done", "error"):
+      entry.end = "done" if kind == "done" else "error " + text
+  return records, None
+
+
+def _test_outcome(test: assertions.RewrittenTest, candidate: _TestRecords, reference: _TestRecords) -> str:
+  """"pass", "not run", or "fail <why>": every check that ran in the reference's run ran in the
+  candidate's, in the same order, and holds for the candidate's leaf values (the reference's for the
+  leaves that do not depend on the candidate)."""
+  if candidate.end is None:
+    return "not run"
+  if candidate.forged:
+    return "fail records written after the test ended"
+  if candidate.end != "done":
+    return "fail " + candidate.end.removeprefix("error ")
+  for n, ((index, values), (ref_index, ref_values)) in enumerate(zip(candidate.checks, reference.checks)):
+    check = test.checks[ref_index]
+    if index != ref_index:
+      return f"fail assertion {n + 1} ran out of the reference's order (line {check.line}: {check.text})"
+    if len(values) != len(check.slots):
+      return f"fail a malformed record for line {check.line}: {check.text}"
+    merged = [recorded_values.decode(v) if slot.candidate else recorded_values.decode(r)
+              for slot, v, r in zip(check.slots, values, ref_values)]
+    why = assertions.decide(check, merged)
+    if why is not None:
+      return "fail " + why
+  if len(candidate.checks) != len(reference.checks):
+    return (f"fail {len(candidate.checks)} assertions ran where the reference solution ran "
+            f"{len(reference.checks)}")
+  return "pass"
+
+
+class ReferenceFailure(RuntimeError):
+  """The dataset's reference solution does not pass its own tests in the sandbox."""
+
+
+_REFERENCE_LOCK = threading.Lock()
+_REFERENCE: dict[tuple, list[_TestRecords]] = {}
+
+
+def reference_records(problem: Problem, limits: execution.Limits) -> list[_TestRecords]:
+  """The reference solution's records on the rewritten tests: run once per (problem, limits) in this
+  process, and every test must pass (else ReferenceFailure names the problem and the test)."""
+  key = (problem, limits)
+  with _REFERENCE_LOCK:
+    if key in _REFERENCE:
+      return _REFERENCE[key]
+  prog = program(problem, problem.code, reference=True)
+  result = execution.execute(prog, toolchain(), limits)
+  records, error = _records(result, prog.files["nonce"], len(problem.tests))
+  if error is not None:
+    raise ReferenceFailure(f"{problem.problem_id}: the reference solution does not load: {error}")
+  for index, (test, entry) in enumerate(zip(rewritten_tests(problem), records)):
+    outcome = _test_outcome(test, entry, entry)
+    if outcome != "pass":
+      timed_out = result.run is None or result.run.timed_out
+      raise ReferenceFailure(f"{problem.problem_id}: the reference solution fails test {index}: "
+                             f"{'timeout' if timed_out and outcome == 'not run' else outcome}")
+  with _REFERENCE_LOCK:
+    _REFERENCE[key] = records
+  return records
 
 
 def run_problem(problem: Problem, completion: str, limits: execution.Limits = execution.Limits()) -> dict:
-  """Run the problem's tests on prompt + completion_code(completion) in the sandbox: `passed` (every
-  test passed), `tests_passed`, `tests`, `error` (None, "compile", "timeout", or the first failure's
-  text), `detail` (the compile message or the stderr tail), `outcomes` (per test), `run_s`."""
+  """Run the problem's tests on prompt + completion_code(completion) in the sandbox and decide them
+  here against the reference's run: `passed` (every test passed), `tests_passed`, `tests`, `error`
+  (None, "compile", "timeout", or the first failure's text), `detail` (the compile message or the
+  stderr tail), `outcomes` (per test), `run_s`."""
+  reference = reference_records(problem, limits)
   code = problem.prompt + completion_code(problem, completion)
   prog = program(problem, code)
   result = execution.execute(prog, toolchain(), limits)
-  outcomes, error = _outcomes(result, prog.files["nonce"])
+  records, error = _records(result, prog.files["nonce"], len(problem.tests))
   run = result.run
   timed_out = run is None or run.timed_out
+  outcomes = [] if error is not None else [
+      _test_outcome(test, candidate, ref)
+      for test, candidate, ref in zip(rewritten_tests(problem), records, reference)]
   passed = sum(o == "pass" for o in outcomes)
   detail = ""
   if error is None:
-    failures = [o.removeprefix("fail ") for o in outcomes if o != "pass"]
-    if timed_out:
-      error = "timeout"
-    elif failures:
+    failures = [o.removeprefix("fail ") for o in outcomes if o.startswith("fail ")]
+    if failures:
       error = failures[0]
-    elif len(outcomes) < len(problem.tests) or run.exit_code != 0:
-      error = f"no result for test {len(outcomes)} (exit {run.exit_code})"
+    elif timed_out and passed < len(problem.tests):
+      error = "timeout"
+    elif passed < len(problem.tests) or run.exit_code != 0:
+      error = f"no result for test {outcomes.index('not run') if 'not run' in outcomes else len(outcomes)} (exit {run.exit_code})"
       detail = result.stderr[-600:]
   else:
-    detail = next((l.split(" ", 2)[2] for l in result.stdout.splitlines()
-                   if l.startswith(prog.files["nonce"] + " - ")), "")
+    detail = error if error != "compile" else next(
+        (l.split(" ", 3)[3] for l in result.stdout.splitlines()
+         if l.startswith(prog.files["nonce"] + " - compile ") and len(l.split(" ", 3)) > 3), "")
   return {"passed": error is None and passed == len(problem.tests), "tests_passed": passed,
           "tests": len(problem.tests), "error": error, "detail": detail[:1000],
           "outcomes": outcomes + ["not run"] * (len(problem.tests) - len(outcomes)),

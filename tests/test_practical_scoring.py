@@ -40,9 +40,10 @@ NUMPY = Problem(
            "assert row_sums([[-1, 1]]) == [0]\n"),
     categories=("numpy",))
 PLAIN = Problem(
-    problem_id="s1", intent="Import jax and return its name.",
-    code="def jax_name():\n    import jax\n    return jax.__name__\n",
-    tests=("assert jax_name() == 'jax'\n",), categories=("builtin",))
+    problem_id="s1", intent="Say whether jax can be imported.",
+    code=("def jax_available():\n    try:\n        import jax\n        return True\n"
+          "    except ImportError:\n        return False\n"),
+    tests=("assert jax_available() is False\n",), categories=("builtin",))
 PROBLEMS = {p.problem_id: p for p in (PANDAS, NUMPY)}
 
 
@@ -91,8 +92,9 @@ def test_correct_pandas_and_numpy_solutions_pass_and_a_wrong_one_fails():
 @needs_sandbox
 def test_the_rest_of_the_virtualenv_is_invisible():
   assert "jax" not in practical.site_entries()
-  result = practical.run_problem(PLAIN, PLAIN.body, LIMITS)
+  result = practical.run_problem(PLAIN, "    import jax\n    return True\n", LIMITS)
   assert not result["passed"] and "ModuleNotFoundError" in result["error"], result
+  assert practical.run_problem(PLAIN, PLAIN.body, LIMITS)["passed"]
 
 
 @needs_sandbox

@@ -1,0 +1,266 @@
+"""Plain data across the sandbox's wall: `encode` runs inside it (this file is copied into the box and
+imports nothing but the standard library), `decode` runs outside.
+
+A value is encoded only if its type is exactly one of: None, bool, int, float, complex, str, bytes,
+list, tuple, set, frozenset, dict, Counter, OrderedDict, defaultdict (of encodable values), Decimal,
+Fraction, datetime's date/time/datetime/timedelta, a numpy scalar or ndarray, a pandas Series,
+DataFrame, Index (Range, Multi, Datetime, ...), Timestamp, Timedelta, NaT or NA. Exactly: a subclass (an int whose __eq__ says yes to everything, a list with a
+custom __len__) is not plain data. Anything else is encoded as its type's name only, and decodes to an
+`Unrecorded` whose every comparison, truth test or arithmetic raises, so a check that uses it fails.
+Encoding reads values through the types' own C-level accessors; what a hostile process writes instead
+is only ever a claim about values, compared outside with values it never held.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import decimal
+import fractions
+import json
+import sys
+
+MAX_CHARS = 1 << 18  # one encoded value; a larger one is recorded as too large (the check fails)
+
+
+class _TooLarge(Exception):
+  pass
+
+
+def _numpy_scalar_types(np) -> frozenset:
+  return frozenset(t for t in set(np.sctypeDict.values()) if t.__module__ == "numpy")
+
+
+def _array(np, value, budget):
+  """An ndarray's dtype, shape and flat items (datetimes as integers of their unit)."""
+  kind = value.dtype.kind
+  if kind in "Mm":
+    items = [["int", int(x)] for x in value.view("int64").ravel().tolist()]
+  elif kind == "O":
+    items = [_encode(x, budget) for x in value.ravel().tolist()]
+  elif kind in "biufcUS":
+    items = [_encode(x, budget) for x in value.ravel().tolist()]
+  else:
+    raise TypeError(f"ndarray of dtype {value.dtype}")
+  return ["ndarray", value.dtype.str, list(value.shape), items]
+
+
+def _index(pd, np, value, budget):
+  kind = type(value)
+  if kind is pd.RangeIndex:
+    return ["range_index", value.start, value.stop, value.step, _encode(value.name, budget)]
+  if kind is pd.MultiIndex:
+    return ["multi_index", [_encode(n, budget) for n in value.names],
+            [_encode(tuple(x), budget) for x in value.tolist()]]
+  if kind in (pd.Index, pd.DatetimeIndex, pd.TimedeltaIndex, pd.CategoricalIndex):
+    return ["index", str(value.dtype), _encode(value.name, budget), _array(np, _plain(value), budget)]
+  raise TypeError(f"index of type {kind.__name__}")
+
+
+def _plain(values):
+  """A pandas column's values as an ndarray (object for extension dtypes: categories, nullable ints)."""
+  array = values.to_numpy() if hasattr(values, "to_numpy") else values
+  return array
+
+
+def _encode(value, budget):
+  budget[0] -= 1
+  if budget[0] < 0:
+    raise _TooLarge
+  kind = type(value)
+  if value is None:
+    return ["none"]
+  if kind is bool:
+    return ["bool", value]
+  if kind is int:
+    return ["int", value]
+  if kind is float:
+    return ["float", repr(value)]  # repr round-trips, nan and inf included
+  if kind is complex:
+    return ["complex", repr(value.real), repr(value.imag)]
+  if kind is str:
+    budget[0] -= len(value) // 16
+    return ["str", value]
+  if kind is bytes:
+    return ["bytes", value.hex()]
+  if kind in (list, tuple, set, frozenset):
+    items = [_encode(x, budget) for x in value]
+    if kind in (set, frozenset):
+      items.sort(key=json.dumps)  # a set's order is not part of its value
+    return [kind.__name__, items]
+  if kind in (dict, collections.Counter, collections.OrderedDict, collections.defaultdict):
+    return [kind.__name__, [[_encode(k, budget), _encode(v, budget)] for k, v in dict.items(value)]]
+  if kind is decimal.Decimal:
+    return ["Decimal", str(value)]
+  if kind is fractions.Fraction:
+    return ["Fraction", value.numerator, value.denominator]
+  if kind in (datetime.date, datetime.datetime, datetime.time):
+    return [kind.__name__, value.isoformat()]
+  if kind is datetime.timedelta:
+    return ["timedelta", value.days, value.seconds, value.microseconds]
+  np = sys.modules.get("numpy")
+  if np is not None:
+    if kind is np.ndarray:
+      return _array(np, value, budget)
+    if kind in _numpy_scalar_types(np):
+      return ["ndarray_item", _array(np, np.asarray(value).reshape(1), budget)]
+  pd = sys.modules.get("pandas")
+  if pd is not None and np is not None:
+    if kind is pd.Series:
+      return ["series", str(value.dtype), _encode(value.name, budget), _index(pd, np, value.index, budget),
+              _array(np, _plain(value), budget)]
+    if kind is pd.DataFrame:
+      columns = [[str(value.dtypes.iloc[i]), _array(np, _plain(value.iloc[:, i]), budget)]
+                 for i in range(value.shape[1])]
+      return ["frame", _index(pd, np, value.columns, budget), _index(pd, np, value.index, budget), columns]
+    if kind in (pd.Index, pd.RangeIndex, pd.MultiIndex, pd.DatetimeIndex, pd.TimedeltaIndex,
+                pd.CategoricalIndex):
+      return _index(pd, np, value, budget)
+    if value is pd.NaT:
+      return ["nat"]
+    if value is pd.NA:
+      return ["na"]
+    if kind is pd.Timestamp:
+      return ["timestamp", value.value, str(value.tz) if value.tz else None]
+    if kind is pd.Timedelta:
+      return ["pd_timedelta", value.value]
+  return ["unrecorded", f"not plain data: {kind.__module__}.{kind.__qualname__}"]
+
+
+def encode(value) -> list:
+  """`value` as JSON-able tagged lists; a value that is not plain data, or one past MAX_CHARS, as
+  ["unrecorded", why]. Never raises (a self-containing list, a huge int: unrecorded)."""
+  try:
+    encoded = _encode(value, [MAX_CHARS])
+    if len(json.dumps(encoded)) > MAX_CHARS:
+      raise _TooLarge
+    return encoded
+  except _TooLarge:
+    return ["unrecorded", f"{type(value).__name__} larger than {MAX_CHARS} characters encoded"]
+  except BaseException as error:  # RecursionError, ValueError of int->str, a broken extension dtype
+    return ["unrecorded", f"not plain data: {type(value).__name__} ({type(error).__name__})"]
+
+
+# ---- outside the sandbox -------------------------------------------------------------------------
+
+class UnrecordedValue(TypeError):
+  """A check used a value that did not cross the wall; its message says why."""
+
+
+class Unrecorded:
+  """A value that did not cross the wall (not plain data, too large, or its expression raised): every
+  use that could make a check pass raises instead, naming why."""
+  __hash__ = None
+
+  def __init__(self, why: str):
+    self.why = why
+
+  def __repr__(self):
+    return f"<unrecorded: {self.why}>"
+
+  def _refuse(self, *args, **kwargs):
+    raise UnrecordedValue(self.why)
+
+  __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __len__ = __iter__ = _refuse
+  __contains__ = __getitem__ = __abs__ = __neg__ = __pos__ = __float__ = __int__ = __index__ = _refuse
+  __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+  __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __round__ = _refuse
+  __array__ = _refuse  # numpy would otherwise wrap it in an object array and compare elementwise
+
+
+def _decode_array(data):
+  import numpy as np
+
+  _, dtype, shape, items = data
+  dtype = np.dtype(dtype)
+  values = [decode(x) for x in items]
+  if dtype.kind in "Mm":
+    return np.array(values, dtype="int64").view(dtype).reshape(shape)
+  if dtype.kind == "O":
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array.reshape(shape)
+  return np.array(values, dtype=dtype).reshape(shape)
+
+
+def _decode_index(data):
+  import pandas as pd
+
+  if data[0] == "range_index":
+    return pd.RangeIndex(data[1], data[2], data[3], name=decode(data[4]))
+  if data[0] == "multi_index":
+    return pd.MultiIndex.from_tuples([decode(x) for x in data[2]], names=[decode(n) for n in data[1]])
+  _, dtype, name, values = data
+  return pd.Index(_decode_array(values), name=decode(name)).astype(dtype)
+
+
+def decode(data):
+  """The value `encode` described, rebuilt from plain data (an Unrecorded where it was not)."""
+  tag = data[0]
+  if tag == "none":
+    return None
+  if tag in ("bool", "int", "str"):
+    return data[1]
+  if tag == "float":
+    return float(data[1])
+  if tag == "complex":
+    return complex(float(data[1]), float(data[2]))
+  if tag == "bytes":
+    return bytes.fromhex(data[1])
+  if tag in ("list", "tuple", "set", "frozenset"):
+    return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](decode(x) for x in data[1])
+  if tag in ("dict", "Counter", "OrderedDict", "defaultdict"):
+    pairs = [(decode(k), decode(v)) for k, v in data[1]]
+    if tag == "defaultdict":
+      return collections.defaultdict(None, pairs)  # its factory is code, not data
+    return {"dict": dict, "Counter": collections.Counter, "OrderedDict": collections.OrderedDict}[tag](dict(pairs))
+  if tag == "Decimal":
+    return decimal.Decimal(data[1])
+  if tag == "Fraction":
+    return fractions.Fraction(data[1], data[2])
+  if tag in ("date", "datetime", "time"):
+    return getattr(datetime, tag).fromisoformat(data[1])
+  if tag == "timedelta":
+    return datetime.timedelta(days=data[1], seconds=data[2], microseconds=data[3])
+  if tag == "ndarray":
+    return _decode_array(data)
+  if tag == "ndarray_item":
+    return _decode_array(data[1])[0]
+  if tag in ("series", "frame", "index", "range_index", "multi_index", "nat", "na", "timestamp",
+             "pd_timedelta"):
+    import pandas as pd
+
+    if tag == "series":
+      return pd.Series(_decode_array(data[4]), index=_decode_index(data[3]), name=decode(data[2])).astype(data[1])
+    if tag == "frame":
+      columns = _decode_index(data[1])
+      frame = pd.DataFrame({i: pd.Series(_decode_array(array), dtype=None).astype(dtype)
+                            for i, (dtype, array) in enumerate(data[3])})
+      frame.index = _decode_index(data[2])
+      frame.columns = columns
+      return frame
+    if tag == "nat":
+      return pd.NaT
+    if tag == "na":
+      return pd.NA
+    if tag == "timestamp":
+      return pd.Timestamp(data[1], tz="UTC").tz_convert(data[2]) if data[2] else pd.Timestamp(data[1])
+    if tag == "pd_timedelta":
+      return pd.Timedelta(data[1])
+    return _decode_index(data)
+  if tag == "unrecorded":
+    return Unrecorded(str(data[1]))
+  raise ValueError(f"unknown value tag {tag!r}")
+
+
+def dumps(value) -> str:
+  return json.dumps(encode(value), allow_nan=False)
+
+
+def loads(text: str):
+  """decode(json.loads(text)); malformed text (a forged or cut record) is an Unrecorded."""
+  try:
+    return decode(json.loads(text))
+  except (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError) as error:
+    return Unrecorded(f"malformed record ({type(error).__name__})")
+

@@ -1,0 +1,236 @@
+"""Practical-task verdicts are decided outside the sandbox (evaluation/assertions.py,
+evaluation/recorded_values.py): the rewrite keeps expected values out of the candidate's program,
+only plain data crosses the wall, every reference solution of the in-repo set passes, and the
+forgeries that once scored 3/3 (an object equal to everything, "\\r" line breaks smuggling
+module-level code, a frame walk to the harness's record function or nonce, patching builtins.exec)
+and the typed-HumanEval sandbox's hostile programs in Python all fail."""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from data.practical_tasks import SMALL_DATASET, Problem, load_problems
+from evaluation import assertions, execution, practical, recorded_values
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIMITS = execution.Limits(timeout_s=10)
+needs_sandbox = pytest.mark.skipif(bool(execution.missing(practical.toolchain())),
+                                   reason="no sandbox (bwrap) on this machine; run `make toolchains`")
+DATASET = {p.problem_id: p for p in load_problems(SMALL_DATASET)}
+TARGETS = ("pandas_001", "numpy_001", "dict_001", "regex_007")
+
+
+# ---- the rewrite -----------------------------------------------------------------------------------
+
+def test_expected_values_never_reach_the_candidates_program():
+  test = ("df = pd.DataFrame({'a': [1, -2, 3]})\n"
+          "expected = pd.DataFrame({'a': [1, 3]}, index=[0, 2])\n"
+          "result = f(df)\n"
+          "assert result['a'].tolist() == [1, 3]\n"
+          "assert result.equals(expected)\n"
+          "assert 'total' not in df.columns\n"
+          "pd.testing.assert_frame_equal(result, expected)\n")
+  rewritten = assertions.rewrite(test, {"f"})
+  assert "[1, 3]" not in rewritten.candidate and "expected" not in rewritten.candidate
+  assert "'total'" not in rewritten.candidate
+  assert "df = pd.DataFrame({'a': [1, -2, 3]})" in rewritten.candidate  # the input stays
+  assert "expected" in rewritten.reference
+  kinds = [(c.kind, [(s.source, s.candidate) for s in c.slots]) for c in rewritten.checks]
+  assert kinds == [("assert", [("result['a'].tolist()", True)]),
+                   ("assert", [("result", True), ("expected", False)]),
+                   ("assert", [("df.columns", True)]),  # f(df) may have mutated df
+                   ("call", [("result", True), ("expected", False)])]
+
+
+def test_taint_follows_assignments_calls_and_control_flow():
+  test = ("x = [3, 1]\ny = sorted([3, 1])\nz = sorted(x)\nresult = f(x)\nalias = result\nextra = []\nalias.extend(extra)\n"
+          "try:\n    f(None)\n    raised = False\nexcept TypeError:\n    raised = True\n"
+          "for a, b in [(1, 2), (3, 4)]:\n    assert f([a]) == [b]\n")
+  tainted = assertions.tainted_names(__import__("ast").parse(test), {"f"})
+  assert {"f", "x", "z", "result", "alias", "extra", "raised"} <= tainted  # z: flow-insensitive
+  assert "a" in tainted and not {"y", "b"} & tainted  # f([a]) could mutate a; b only iterates
+  checks = assertions.rewrite(test, {"f"}).checks
+  assert [(s.source, s.candidate) for s in checks[0].slots] == [("f([a])", True), ("b", False)]
+
+
+def test_plain_data_only_crosses_the_wall():
+  values = [None, True, 2 ** 80, float("nan"), "s", (1, [2]), {3, 1}, {1: "a"}, collections.Counter("aab"),
+            np.int64(3), np.array([[1.5, 2.0]]), np.array(["2020-01-01"], dtype="M8[ns]"),
+            pd.Series([1, None], dtype="Int64", name="n"), pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}),
+            pd.Index([1, 2], name="i"), pd.Timestamp("2020-01-01")]
+  for value in values:
+    back = recorded_values.loads(recorded_values.dumps(value))
+    assert type(back) is type(value), value
+    if isinstance(value, pd.DataFrame):
+      pd.testing.assert_frame_equal(back, value)
+    elif isinstance(value, pd.Series):
+      pd.testing.assert_series_equal(back, value)
+    elif isinstance(value, pd.Index):
+      pd.testing.assert_index_equal(back, value)
+    elif isinstance(value, np.ndarray):
+      assert back.dtype == value.dtype and np.array_equal(back, value)
+    elif value == value:
+      assert back == value
+
+  class Anything:
+    def __eq__(self, other):
+      return True
+
+  class Yes(list):
+    def __eq__(self, other):
+      return True
+
+  looped = []
+  looped.append(looped)
+  for forged in (Anything(), Yes(), looped, list(range(10 ** 6)), pd.DataFrame({"a": [Anything()]})):
+    back = recorded_values.loads(recorded_values.dumps(forged))
+    check = assertions.Check(0, 1, "assert x == [1]", "assert", f"{assertions.SLOT}0 == [1]",
+                             (assertions.Slot("x", True),))
+    assert assertions.decide(check, [back]) is not None, forged
+  assert isinstance(recorded_values.loads("[\"list\", [[\"int\""), recorded_values.Unrecorded)
+
+
+def test_checks_are_decided_with_the_tests_own_semantics():
+  def decide(expression, *values):
+    check = assertions.Check(0, 3, "assert ...", "assert", expression,
+                             tuple(assertions.Slot(f"v{i}", True) for i in range(len(values))))
+    return assertions.decide(check, list(values))
+
+  slot = assertions.SLOT
+  assert decide(f"{slot}0 == [1, 3]", [1, 3]) is None
+  assert decide(f"{slot}0 == [1, 3]", (1, 3)) == "AssertionError (line 3: assert ...)"
+  assert decide(f"np.allclose({slot}0, [0.0, 1.0])", np.array([0.0, 1.0 + 1e-9])) is None
+  assert decide(f"abs({slot}0 - 5.0) < 1e-09", 5.0) is None
+  assert decide(f"{slot}0 is True", np.bool_(True)) is not None  # `is` is identity, as in the test
+  assert "ZeroDivisionError" in decide(f"{slot}0", recorded_values.Unrecorded("ZeroDivisionError: x"))
+  frame = pd.DataFrame({"a": [1]})
+  call = assertions.Check(0, 1, "pd.testing.assert_frame_equal(r, e)", "call",
+                          f"pd.testing.assert_frame_equal({slot}0, {slot}1)",
+                          (assertions.Slot("r", True), assertions.Slot("e", False)))
+  assert assertions.decide(call, [frame, frame.copy()]) is None
+  assert assertions.decide(call, [frame, frame.astype(float)]).startswith("AssertionError")
+
+
+# ---- in the sandbox --------------------------------------------------------------------------------
+
+@needs_sandbox
+def test_every_reference_solution_of_the_in_repo_set_passes():
+  practical._REFERENCE.clear()  # run them here, not from another test's cache
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    records = list(pool.map(lambda p: practical.reference_records(p, LIMITS), DATASET.values()))
+  assert len(records) == 82 and all(r.end == "done" for rs in records for r in rs)
+  problem = DATASET["pandas_001"]
+  assert practical.run_problem(problem, problem.body, LIMITS)["outcomes"] == ["pass"] * 3
+
+
+_ANYTHING = ("    class Anything:\n"
+             "        def __eq__(self, other): return True\n"
+             "        def __ne__(self, other): return False\n"
+             "        def __getattr__(self, name): return self\n"
+             "        def __getitem__(self, key): return self\n"
+             "        def __call__(self, *args, **kwargs): return self\n"
+             "        def __bool__(self): return True\n"
+             "        def __len__(self): return 0\n"
+             "        def __iter__(self): return iter(())\n"
+             "    return Anything()\n")
+_SUBCLASS = ("    class Yes(dict):\n"
+             "        def __eq__(self, other): return True\n"
+             "    return Yes()\n")
+_CARRIAGE_RETURN = "    return None\rimport builtins\rbuiltins.exec = lambda *a, **k: None\r"
+_RECORD_WALK = ("    import os, sys\n"
+                "    frame = sys._getframe()\n"
+                "    while 'record' not in frame.f_locals:\n"
+                "        frame = frame.f_back\n"
+                "    for index in range(len(frame.f_globals['TESTS'])):\n"
+                "        frame.f_locals['record'](index, 'done', '')\n"
+                "    os._exit(0)\n")
+# The strongest generic claim: every check of every test, every leaf True, 1 or the input.
+_NONCE_WALK = ("    import ast, json, os, sys\n"
+               "    frame = sys._getframe()\n"
+               "    while 'nonce' not in frame.f_locals:\n"
+               "        frame = frame.f_back\n"
+               "    nonce, tests = frame.f_locals['nonce'], frame.f_globals['TESTS']\n"
+               "    for index, test in enumerate(tests):\n"
+               "        for node in ast.walk(ast.parse(test)):\n"
+               "            if isinstance(node, ast.Call) and getattr(node.func, 'id', '') == '_codelm_check':\n"
+               "                thunks = node.args[1].elts\n"
+               "                values = [None if isinstance(t, ast.Constant) else GUESS for t in thunks]\n"
+               "                sys.stdout.write('%s %d check %s\\n' % (nonce, index, json.dumps([node.args[0].value, values])))\n"
+               "        sys.stdout.write('%s %d done \\n' % (nonce, index))\n"
+               "    sys.stdout.flush()\n"
+               "    os._exit(0)\n")
+_EXEC_PATCH = ("    import builtins\n"
+               "    builtins.exec = lambda *a, **k: None\n"
+               "    return None\n")
+FORGERIES = {"object equal to everything": _ANYTHING, "dict subclass equal to everything": _SUBCLASS,
+             "carriage returns": _CARRIAGE_RETURN, "frame walk to record": _RECORD_WALK,
+             "frame walk to the nonce, every leaf True": _NONCE_WALK.replace("GUESS", "['bool', True]"),
+             "frame walk to the nonce, every leaf 1": _NONCE_WALK.replace("GUESS", "['int', 1]"), "builtins.exec patched": _EXEC_PATCH}
+
+
+@needs_sandbox
+def test_forged_passes_fail_on_every_problem():
+  jobs = [(kind, qid) for kind in FORGERIES for qid in TARGETS]
+
+  def score(job):
+    kind, qid = job
+    return kind, qid, practical.run_problem(DATASET[qid], FORGERIES[kind], LIMITS)
+
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    for kind, qid, result in pool.map(score, jobs):
+      assert not result["passed"] and result["tests_passed"] == 0, (kind, qid, result)
+  # The carriage returns are line breaks before the cut: the module-level lines are gone.
+  assert practical.completion_code(DATASET["dict_001"], _CARRIAGE_RETURN) == "    return None\n"
+
+
+@needs_sandbox
+def test_the_candidates_program_holds_no_expected_value():
+  problem = DATASET["pandas_001"]
+  main = practical.program(problem, problem.prompt + problem.body).files["main.py"]
+  assert "df0['a'] >= 0" not in main  # (the reference's code is not there either)
+  for expected in ("[1, 3]", "[4, 6]", "[0, 2]", "== 0"):
+    assert expected not in main, expected
+  # Literals are compared here, outside: not even the reference's program holds them.
+  assert "[1, 3]" not in practical.program(problem, problem.code, reference=True).files["main.py"]
+  assert practical.rewritten_tests(problem)[0].checks[0].expression.endswith("== [1, 3]")
+
+
+@needs_sandbox
+def test_the_typed_humaneval_hostile_programs_fail():
+  with open(os.path.join(ROOT, "tests", "solutions", "python.json"), encoding="utf-8") as f:
+    attacks = json.load(f)["attacks"]
+  problem = Problem(problem_id="h0", intent="Say whether two numbers are closer than threshold.",
+                    code=("def has_close_elements(numbers, threshold):\n"
+                          "    return any(abs(a - b) < threshold for i, a in enumerate(numbers)\n"
+                          "               for b in numbers[i + 1:])\n"),
+                    tests=("assert has_close_elements([1.0, 2.0, 3.9], 0.3) is False\n",
+                           "assert has_close_elements([1.0, 2.8, 3.0], 0.3) is True\n"), categories=())
+  limits = execution.Limits(timeout_s=3)
+
+  def score(kind):
+    code = (attacks[kind].replace("{PORT}", "9").replace("{HOSTDIR}", "/nonexistent")
+            .replace("{SECRET}", "/etc/shadow"))
+    return kind, practical.run_problem(problem, code, limits)
+
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    for kind, result in pool.map(score, attacks):
+      assert not result["passed"] and result["tests_passed"] <= 1, (kind, result)  # returns False: 1 of 2
+
+
+@needs_sandbox
+def test_per_test_outcomes_and_messages_stay():
+  problem = DATASET["dict_001"]
+  # Inverts the mapping but drops the empty case's type: {} -> [] fails only the second test.
+  wrong = "    if not dict0:\n        return []\n    return {v: k for k, v in dict0.items()}\n"
+  result = practical.run_problem(problem, wrong, LIMITS)
+  assert result["outcomes"][0] == "pass" and result["outcomes"][2] == "pass"
+  assert result["outcomes"][1] == "fail AssertionError (line 1: assert f_dict_001({}) == {})"
+  raises = practical.run_problem(problem, "    return 1 / 0\n", LIMITS)
+  assert raises["error"].startswith("ZeroDivisionError: division by zero (line 1: assert f_dict_001("), raises
