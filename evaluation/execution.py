@@ -137,6 +137,9 @@ def _mounts(toolchain: Toolchain, passwd_fd: int) -> list[str]:
       args += ["--perms", "0755", "--dir", parent]
       made.add(parent)
     args += ["--ro-bind-try", path, path]
+  for path in toolchain.hidden:  # an empty read-only folder over it (last: it must cover the binds)
+    if os.path.isdir(path):
+      args += ["--size", str(1 << 20), "--tmpfs", path, "--remount-ro", path]
   return args
 
 

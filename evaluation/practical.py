@@ -110,8 +110,11 @@ def toolchain() -> base.Toolchain:
   the virtualenv (jax, this project) stays invisible."""
   interpreter = PYTHON.toolchain.binaries[0]
   versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in PACKAGES)
+  entries = site_entries()
   return dataclasses.replace(
-      PYTHON.toolchain, read_only=(*PYTHON.toolchain.read_only, *site_entries()),
+      PYTHON.toolchain, read_only=(*PYTHON.toolchain.read_only, *entries),
+      # (codelm installed into the base interpreter itself: its site-packages stays visible)
+      hidden=tuple(h for h in PYTHON.toolchain.hidden if not any(e.startswith(h + os.sep) for e in entries)),
       version_command=(interpreter, "-c",
                        f"import sys; print('Python', sys.version.split()[0] + ', {versions}')"))
 

@@ -98,6 +98,20 @@ def test_the_rest_of_the_virtualenv_is_invisible():
 
 
 @needs_sandbox
+def test_the_base_interpreters_third_party_packages_are_hidden():
+  from evaluation.languages import base
+  from evaluation.languages.python import RENDERER as PYTHON
+
+  hidden = PYTHON.toolchain.hidden
+  assert any(os.listdir(h) for h in hidden), hidden  # (on this machine they hold packages)
+  listing = f"import os\nprint(sorted(n for h in {list(hidden)!r} if os.path.isdir(h) for n in os.listdir(h)))\n"
+  for toolchain in (PYTHON.toolchain, practical.toolchain()):
+    program = base.Program(files={"main.py": listing}, run=(toolchain.binaries[0], "-I", "-S", "main.py"))
+    result = execution.execute(program, toolchain, LIMITS)
+    assert result.stdout.strip() == "[]", (result.stdout, result.stderr)
+
+
+@needs_sandbox
 def test_hostile_completions_are_contained(tmp_path):
   loop = practical.run_problem(NUMPY, "    while True:\n        pass\n", execution.Limits(timeout_s=2))
   assert not loop["passed"] and loop["error"] == "timeout" and loop["tests_passed"] == 0

@@ -66,6 +66,7 @@ class Toolchain:
   binaries: tuple[str, ...]                     # must exist, or the language is not available
   version_command: tuple[str, ...]              # its first output line is recorded with results
   read_only: tuple[str, ...] = ()               # extra host paths bound read-only (beyond /usr, /lib..)
+  hidden: tuple[str, ...] = ()                  # folders inside those shown empty (third-party packages)
   memory_mb: int | None = None                  # address-space cap override (JVM, GHC reserve a lot)
   install_hint: str = "make toolchains"
 

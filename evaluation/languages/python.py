@@ -113,13 +113,24 @@ def _base_interpreter() -> str:
   return os.path.realpath(sys.executable)
 
 
+def _third_party_folders() -> tuple[str, ...]:
+  """The base installation's site-packages and the distribution's dist-packages: bound along with
+  the interpreter's prefix (or /usr), but nothing a program needs (it runs -I -S)."""
+  import glob
+  import sysconfig
+  paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+  folders = {paths["purelib"], paths["platlib"], *glob.glob("/usr/lib/python3*/dist-packages"),
+             *glob.glob("/usr/lib/python3*/site-packages"), *glob.glob("/usr/local/lib/python3*/*-packages")}
+  return tuple(sorted(folders))
+
+
 class Python(base.Renderer):
   name = "python"
   display_name = "Python"
   # The interpreter that runs codelm (not its virtualenv): `-I -S` keeps site-packages out.
   toolchain = base.Toolchain(binaries=(_base_interpreter(),),
                              version_command=(_base_interpreter(), "--version"),
-                             read_only=(sys.base_prefix,))
+                             read_only=(sys.base_prefix,), hidden=_third_party_folders())
   # Python keeps the benchmark's own names (HumanEval's `N`, `S`): its docstrings refer to them.
   reserved = base.PYTHON_RESERVED
 
