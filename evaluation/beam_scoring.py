@@ -154,7 +154,7 @@ def score_predictions(benchmark: resumable.Benchmark, make_benchmark: Callable[[
     report.executed += len(first)
     report.reused_now += sum(len(g) - 1 for g in groups.values())
     _merge(benchmark, predictions, results, shards, results_path)
-    missing = [p for p in predictions if results.get(p.key, {}).get("code_sha1") != p.code_sha1]
+    missing = [p for p in predictions if not resumable.is_done(benchmark, p, results)]
     report.unscored += [f"{source}:{p.line}: {p.language} {p.qid} sample {p.sample_id!r} has no result "
                         "from the pipeline" for p in missing]
     storage.rmtree(work)
@@ -169,7 +169,7 @@ def _merge(benchmark: resumable.Benchmark, predictions: Sequence[resumable.Predi
   judged = {(r["language"], r["qid"], r["program_sha1"]): r for r in shards}
   new = {}
   for p in predictions:
-    if results.get(p.key, {}).get("code_sha1") == p.code_sha1:
+    if resumable.is_done(benchmark, p, results):
       continue
     program = resumable.program_key(benchmark, p)
     if program in judged:

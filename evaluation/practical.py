@@ -398,6 +398,8 @@ def run_problem(problem: Problem, completion: str, limits: execution.Limits = ex
 
 # ---- scoring a predictions file: evaluation/resumable.py's loop ---------------------------------
 
+JUDGE = "assertions decided outside the sandbox, v1"  # part of a result's identity (Benchmark.settings)
+
 def read_predictions(path: str, problems: Mapping[str, Problem]) -> tuple[list[Prediction], list[str]]:
   """The valid predictions of a sample.py output and one message per line that is not one (file:line:
   malformed, unknown qid, not Python, a second prediction for one sample): the shared reader."""
@@ -435,6 +437,10 @@ class PracticalBenchmark(resumable.Benchmark):
 
   def program(self, prediction: Prediction) -> str:
     return completion_code(self.problems[prediction.qid], prediction.code)
+
+  def settings(self, language: str) -> dict:
+    # The judge's version too: results of the in-sandbox verdicts (before values-out) are redone.
+    return {"limits": dataclasses.asdict(self.limits), "judge": JUDGE}
 
   def run(self, unit, stats):
     version = execution.toolchain_version(toolchain())

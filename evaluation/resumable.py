@@ -6,7 +6,7 @@ a prediction becomes the program that runs, how a batch of programs is run and j
 results are summarised. The loop is the same for all:
 - one writer per output folder (storage.exclusive_output);
 - DIR/results.jsonl is read back first; a prediction whose (language, qid, sample_id) is there with
-  the same code is done; every new result is one flushed line, so a killed run loses at most the
+  the same code and judged under the same settings (limits, tolerances: Benchmark.settings) is done; every new result is one flushed line, so a killed run loses at most the
   line being written (a torn last line is cut off on reopening) and a rerun does only what is left;
 - each distinct program runs once: predictions whose (language, qid, program) agree (the program
   being the completion as the benchmark cuts it) share one execution, and one already judged in an
@@ -117,10 +117,26 @@ class Benchmark:
     """A results.jsonl record's (language, qid, sample_id), or None for a line to ignore."""
     return record["language"], record["qid"], record["sample_id"]
 
+  def settings(self, language: str) -> dict:
+    """What decides a verdict besides the program (limits, tolerances, the judge's version): a result
+    computed under other settings is not reused."""
+    return {}
+
 
 def program_key(benchmark: Benchmark, prediction: Prediction) -> tuple[str, str, str]:
-  """What identifies an execution: (language, qid, sha1 of the program)."""
-  return prediction.language, prediction.qid, sha1(benchmark.program(prediction))
+  """What identifies an execution: (language, qid, sha1 of the benchmark's settings and the program)."""
+  settings = benchmark.settings(prediction.language)
+  text = benchmark.program(prediction)
+  if settings:
+    text = json.dumps(settings, sort_keys=True, default=str) + "\0" + text
+  return prediction.language, prediction.qid, sha1(text)
+
+
+def is_done(benchmark: Benchmark, prediction: Prediction, results: Mapping[tuple, dict]) -> bool:
+  """The prediction has a result for its current code under the current settings."""
+  record = results.get(prediction.key, {})
+  return (record.get("code_sha1") == prediction.code_sha1
+          and record.get("program_sha1") == program_key(benchmark, prediction)[2])
 
 
 def units(benchmark: Benchmark, distinct: Iterable[Prediction], size: int, workers: int = 1
@@ -177,7 +193,7 @@ def plan(benchmark: Benchmark, predictions: Sequence[Prediction], results: Mappi
   groups: dict[tuple, list[Prediction]] = collections.defaultdict(list)
   reused = []
   for p in predictions:
-    if results.get(p.key, {}).get("code_sha1") == p.code_sha1:
+    if is_done(benchmark, p, results):
       continue
     program = program_key(benchmark, p)
     if program in judged:

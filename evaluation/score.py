@@ -144,6 +144,9 @@ class TypedBenchmark(resumable.Benchmark):
   def limits_for(self, language: str) -> execution.Limits:
     return dataclasses.replace(self.limits, timeout_s=self.timeouts.get(language, self.limits.timeout_s))
 
+  def settings(self, language: str) -> dict:
+    return {"limits": dataclasses.asdict(self.limits_for(language)), "tolerance": dataclasses.asdict(self.tolerance)}
+
   @staticmethod
   def result_key(record: dict) -> tuple | None:
     statuses = {s.value for s in Status}

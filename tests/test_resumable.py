@@ -51,3 +51,33 @@ def test_read_predictions_reports_bad_lines_and_numbers_samples(tmp_path):
   assert [(p.sample_id, p.code, p.line) for p in predictions] == [(0, "a", 1), (1, "b", 2)]
   assert [m.split(": ", 1)[0] for m in invalid] == [f"{path}:{n}" for n in (3, 4, 5, 6)]
   assert "a second prediction for python q sample 0" in invalid[2] and "qid must be a string" in invalid[3]
+
+
+class Timed(Cut):
+  """Cut, judged under a run-step limit that decides verdicts (a timeout is a failure)."""
+
+  def __init__(self, timeout_s: float):
+    self.timeout_s = timeout_s
+
+  def settings(self, language):
+    return {"timeout_s": self.timeout_s}
+
+  def run(self, unit, stats):
+    return [{"status": "passed" if self.timeout_s > 1 else "timeout"} for _ in unit]
+
+  def summarise(self, predictions, results):
+    return {}
+
+
+def test_a_rerun_under_other_settings_judges_again(tmp_path):
+  predictions = [Prediction("q", 0, "python", "return 1  # a", 1), Prediction("q", 1, "python", "return 2", 2)]
+  output = str(tmp_path / "scores")
+  results, report = resumable.score_predictions(Timed(0.5), predictions, output, workers=1)
+  assert {r["status"] for r in results.values()} == {"timeout"} and report.executed == 2
+  results, report = resumable.score_predictions(Timed(0.5), predictions, output, workers=1)
+  assert report.executed == 0 and report.to_score == 0  # the same settings: done
+  # A longer timeout: the old verdicts are not kept (they were cached by code alone once).
+  results, report = resumable.score_predictions(Timed(10), predictions, output, workers=1)
+  assert report.executed == 2 and {r["status"] for r in results.values()} == {"passed"}
+  results, report = resumable.score_predictions(Timed(10), predictions, output, workers=1)
+  assert report.executed == 0
