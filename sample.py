@@ -18,7 +18,10 @@ BabelCode reads (`qid`, `language`, `code`).
 Resumable: rerunning with the same --output skips prompts whose samples are all there; each prompt's
 samples are appended in one write as soon as its last sample ends, so a killed run never leaves a
 partial prompt. A sample's randomness comes from --seed, its prompt's (qid, language) and its sample_id
-only, so a resumed run (or one with another --batch_size or mesh) draws the same samples. Documented edge
+only, and a resumed run lays out the whole prompts file (the complete prompts skipped) as the first run
+did, so it writes the samples an uninterrupted run writes, bit for bit. Another --batch_size or mesh
+draws from the same keys, but its other shapes may round logits differently and so, rarely, change a
+draw. Documented edge
 cases: an empty prompt samples from `[code]` alone; a prompt longer than the model's context minus
 max_decode_length keeps its last tokens (`prompt_truncated: true` in its records). A (qid, language)
 pair is one prompt: BabelCode reuses qids across languages.
@@ -263,11 +266,13 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
     from tqdm import tqdm
 
     with tqdm(total=len(todo) * num_samples, unit="sample", desc=f"sampling (step {step})", disable=not primary) as bar:
-      stops = [p.get("stop", list(default_stops(p["language"]))) for p in todo]
-      stream = sampler.stream([p["prompt"] for p in todo], num_samples, config, seed=seed, stops=stops,
-                              prompt_ids=[prompt_seed_id(p) for p in todo])
+      # Every prompt of the file goes to the sampler, those already complete skipped: the padded
+      # width and the layout are then the uninterrupted run's, and so is every sample to the bit.
+      stops = [p.get("stop", list(default_stops(p["language"]))) for p in records]
+      stream = sampler.stream([p["prompt"] for p in records], num_samples, config, seed=seed, stops=stops,
+                              prompt_ids=[prompt_seed_id(p) for p in records], skip=[not keep for keep in left])
       for index, completions in stream:  # each prompt as soon as its samples are all done
-        prompt = todo[index]
+        prompt = records[index]
         truncated = sampler.encode_prompt(prompt["prompt"], max_prompt)[1]
         lines = []
         for sample_id, completion in enumerate(completions):

@@ -167,7 +167,7 @@ def decode_memory(module, model, params, vocab_size, samples, args) -> dict:
   width = -(-len(after.encode_prompt(prompt[0], 10 ** 9)[0]) // 16) * 16
   state = jax.eval_shape(lambda: after._init(jnp.ones((1, width), jnp.int32), jnp.array([width]),
                                              jnp.zeros((1,), jnp.uint32), key, jnp.full((samples,), args.new_tokens),
-                                             num_samples=samples, slots=slots, group=group, config=config,
+                                             jnp.zeros((1,), bool), num_samples=samples, slots=slots, group=group, config=config,
                                              vocab=vocab_size))
   compiled = Sampler._continue.lower(after, params, state, jnp.zeros((slots * group,), bool), num_samples=samples,
                                    group=group, window=args.new_tokens, config=config).compile()

@@ -13,7 +13,11 @@ The work is every (prompt, sample) pair. A fixed number of decode rows runs it i
 - Attention reads each row's generated keys only up to a window: the longest live sample in the
   batch plus one chunk, rounded up to `window_bucket` (one compiled loop per window).
 - Every sample draws from its own key, fold_in(seed, prompt id, sample index, token index), so the
-  samples do not depend on the row, the slot, the batch or the devices they ran on.
+  keys do not depend on the row, the slot, the batch or the devices a sample ran on. Its logits are
+  bit-identical wherever the shapes are: every prompt is prefilled alone (one shape, whenever it is
+  admitted), and a resumed run lays out the whole prompt list (the finished prompts skipped), so it
+  writes what an uninterrupted run writes. Other rows or devices mean other shapes, whose rounding
+  may, rarely, change a draw.
 Stop *strings* (which may span token boundaries) are checked on the host between chunks, when the
 finished samples are collected: there is no per-token host round trip.
 
@@ -44,7 +48,7 @@ from sampling.stops import cut_index
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, sample_tokens
 
 
-_ADMIT_AT_ONCE = 8  # prompts prefilled together when that many slots are free
+_ADMIT_AT_ONCE = 8  # prompts admitted in one step (each prefilled alone) when that many slots are free
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,13 +95,17 @@ class DecodeState:
   """Everything the decode loop carries. P prompts, n samples each, Q slots of G rows (R = Q x G rows),
   N new-token budget, F finished-sample buffer rows. A sample is numbered p * n + s."""
 
-  # The work (constant): prompts right-padded to Tp, per-prompt keys, per-sample token limits.
+  # The work (constant): prompts right-padded to Tp, per-prompt keys, per-sample token limits, and
+  # which prompts to sample (a resumed run skips those already written: P and Tp stay the whole run's).
   prompts: jax.Array  # [P, Tp]
   prompt_lengths: jax.Array  # [P]
   prompt_keys: jax.Array  # [P] PRNG keys: fold_in(seed key, prompt id)
   limits: jax.Array  # [P * n] new tokens allowed per sample (<= N)
-  pending: jax.Array  # [P] samples of each prompt handed to rows so far
-  next_prompt: jax.Array  # () prompts given a slot so far, in order
+  order: jax.Array  # [P] the prompts to sample, in order (the first num_todo entries)
+  rank: jax.Array  # [P] a prompt's place in `order`; P: skipped
+  num_todo: jax.Array  # ()
+  pending: jax.Array  # [P] samples of each prompt handed to rows so far (n for a skipped prompt)
+  next_prompt: jax.Array  # () entries of `order` given a slot so far
   # Prompt slots.
   slot_prompt: jax.Array  # [Q] -1: empty
   slot_logits: jax.Array  # [Q, V] next-token logits after the slot's prompt
@@ -178,16 +186,19 @@ class Sampler:
 
   @functools.partial(jax.jit, static_argnames=("self", "num_samples", "slots", "group", "config", "vocab"))
   def _init(self, prompts: jax.Array, lengths: jax.Array, prompt_ids: jax.Array, key_data: jax.Array,
-            limits: jax.Array, num_samples: int, slots: int, group: int, config: SamplingConfig,
+            limits: jax.Array, skip: jax.Array, num_samples: int, slots: int, group: int, config: SamplingConfig,
             vocab: int) -> DecodeState:
     num_prompts, prompt_width = prompts.shape
     rows, new = slots * group, config.max_decode_length
     base = jax.random.wrap_key_data(key_data)
     cache = init_prefix_shared_cache(self.model.config, slots, prompt_width, rows, new)
+    rank = jnp.where(skip, num_prompts, jnp.cumsum(~skip) - 1).astype(jnp.int32)
+    order = jnp.zeros((num_prompts,), jnp.int32).at[rank].set(jnp.arange(num_prompts, dtype=jnp.int32), mode="drop")
     state = DecodeState(
         prompts=prompts, prompt_lengths=lengths,
         prompt_keys=jax.vmap(lambda i: jax.random.fold_in(base, i))(prompt_ids), limits=limits,
-        pending=jnp.zeros((num_prompts,), jnp.int32), next_prompt=jnp.zeros((), jnp.int32),
+        order=order, rank=rank, num_todo=jnp.sum(~skip).astype(jnp.int32),
+        pending=jnp.where(skip, num_samples, 0).astype(jnp.int32), next_prompt=jnp.zeros((), jnp.int32),
         slot_prompt=jnp.full((slots,), -1, jnp.int32), slot_logits=jnp.zeros((slots, vocab), jnp.float32),
         fresh=jnp.zeros((slots,), bool), batch_open=jnp.ones((), bool), cache=cache,
         sample=jnp.full((rows,), -1, jnp.int32), tokens=jnp.zeros((rows, new), jnp.int32),
@@ -211,6 +222,7 @@ class Sampler:
     rows, slots = state.sample.shape[0], state.slot_prompt.shape[0]
     capacity = state.out_sample.shape[0]
     row_slot = jnp.arange(rows) // group
+    last_prompt = state.order.shape[0] - 1
     end_ids = jnp.asarray(self.end_ids)
     state = state.replace(done=state.done | (stopped & (state.sample >= 0)), out_count=jnp.zeros((), jnp.int32))
 
@@ -255,10 +267,10 @@ class Sampler:
       if config.continuous:
         exhausted = (state.slot_prompt < 0) | ~has_pending[jnp.maximum(state.slot_prompt, 0)]
         free = slot_idle & exhausted
-        has_new = state.next_prompt < state.pending.shape[0]
-        admitted_before = jnp.arange(state.pending.shape[0]) < state.next_prompt
+        has_new = state.next_prompt < state.num_todo
+        admitted_before = state.rank < state.next_prompt
         copy = jnp.argmax(jnp.where(admitted_before, n - state.pending, 0))  # most samples still pending
-        prompt = jnp.where(has_new, state.next_prompt, copy)
+        prompt = jnp.where(has_new, state.order[jnp.minimum(state.next_prompt, last_prompt)], copy)
         admit = jnp.any(free) & (has_new | (admitted_before[copy] & has_pending[copy]))
         batch_open = state.batch_open
       else:  # static batches: fill every slot once all rows are idle, then run the batch out
@@ -268,25 +280,27 @@ class Sampler:
         has_new = jnp.zeros((), bool)
         admit = jnp.any(free) & jnp.any(has_pending) & batch_open
 
-      def fill(part, slots, prompts):
-        prefix, slot_prompt, slot_logits, fresh = part
-        logits, prefix = prefill_slots(self.model, params, state.prompts[prompts], state.prompt_lengths[prompts],
-                                       slots, prefix)
-        return (prefix, slot_prompt.at[slots].set(prompts), slot_logits.at[slots].set(logits),
-                fresh.at[slots].set(True))
-
       # Up to `many` new prompts at once when that many slots are free (the start of a run, or
       # several slots freed together), else one: a slot never waits long for its prompt.
       many = min(_ADMIT_AT_ONCE, slots) if config.continuous else 1
-      admit_many = (many > 1) & (jnp.sum(free) >= many) & (state.next_prompt + many <= state.pending.shape[0])
-      branch = jnp.where(admit_many, 2, admit.astype(jnp.int32))
+      admit_many = (many > 1) & (jnp.sum(free) >= many) & (state.next_prompt + many <= state.num_todo)
+      count = jnp.where(admit_many, many, admit.astype(jnp.int32))
+      free_slots = jax.lax.top_k(free.astype(jnp.int32), many)[1]  # the free slots, lowest first
+      new_prompts = jnp.where(admit_many, state.order[jnp.minimum(state.next_prompt + jnp.arange(many), last_prompt)],
+                              prompt)
+
+      def fill(i, part):
+        # One prompt per prefill, whether it comes alone or with others: a prompt's cache and first
+        # logits are the same computation (the same shapes) whenever and with whatever it is admitted.
+        prefix, slot_prompt, slot_logits, fresh = part
+        slot, chosen = free_slots[i], new_prompts[i]
+        logits, prefix = prefill_slots(self.model, params, state.prompts[chosen][None],
+                                       state.prompt_lengths[chosen][None], slot[None], prefix)
+        return (prefix, slot_prompt.at[slot].set(chosen), slot_logits.at[slot].set(logits[0]),
+                fresh.at[slot].set(True))
+
       prefix = cache.replace(suffix_k=(), suffix_v=())  # the prompt slots' part of the cache
-      branches = [lambda part: part, lambda part: fill(part, jnp.argmax(free)[None], prompt[None])]
-      if many > 1:  # (each branch holds a copy of the model's prefill program)
-        branches.append(lambda part: fill(part, jax.lax.top_k(free.astype(jnp.int32), many)[1],
-                                          state.next_prompt + jnp.arange(many)))
-      part = jax.lax.switch(jnp.minimum(branch, len(branches) - 1), branches,
-                            (prefix, state.slot_prompt, state.slot_logits, state.fresh))
+      part = jax.lax.fori_loop(0, count, fill, (prefix, state.slot_prompt, state.slot_logits, state.fresh))
       cache = part[0].replace(suffix_k=cache.suffix_k, suffix_v=cache.suffix_v)
       state = state.replace(cache=cache, slot_prompt=part[1], slot_logits=part[2], fresh=part[3])
       admitted = jnp.where(admit_many, many, (admit & has_new).astype(jnp.int32))
@@ -329,15 +343,25 @@ class Sampler:
 
   def stream(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
-             max_new_tokens: np.ndarray | None = None) -> Iterator[tuple[int, list[Completion]]]:
+             max_new_tokens: np.ndarray | None = None,
+             skip: Sequence[bool] | None = None) -> Iterator[tuple[int, list[Completion]]]:
     """(prompt index, its num_samples completions) for each prompt, as soon as all its samples end.
 
     prompt_ids: what a prompt's samples are drawn from together with `seed` (default: its index); give
-    stable ids (sample.py hashes the prompt's qid and language) and a resumed run redraws the same
-    samples. max_new_tokens [prompts, num_samples]: per-sample limits below max_decode_length (the
-    benchmark replays measured completion lengths with it).
+    stable ids (sample.py hashes the prompt's qid and language). max_new_tokens [prompts, num_samples]:
+    per-sample limits below max_decode_length (the benchmark replays measured completion lengths with
+    it). skip [prompts]: prompts not to sample (a resumed run's, already written), never yielded.
+
+    A prompt's samples depend on the prompts, the settings, the seed and its prompt id, not on which
+    prompts are skipped: the skipped prompts still set the padded prompt width and the layout, so a
+    resumed run (the whole prompt list, the finished prompts skipped) computes every sample it has
+    left with the same programs on the same shapes as the run it resumes, to the bit. (Another
+    `rows` or mesh changes the shapes, and rounding may then change a rare draw.)
     """
-    if not prompts:
+    skip = np.zeros(len(prompts), bool) if skip is None else np.asarray(skip, bool)
+    if skip.shape != (len(prompts),):
+      raise ValueError(f"skip: one per prompt ({len(prompts)}), got shape {skip.shape}")
+    if skip.all():
       return
     stops = stops or [[] for _ in prompts]
     new = config.max_decode_length
@@ -360,12 +384,12 @@ class Sampler:
     slots, group = self.layout(len(prompts), num_samples, config)
     key_data = np.asarray(jax.random.key_data(jax.random.key(seed)))  # any Python int seed, as plain data
     state = self._init(self._global(batch), self._global(lengths), self._global(ids.astype(np.uint32)),
-                       self._global(key_data), self._global(limits.reshape(-1)), num_samples, slots, group, config,
-                       self.model.config.vocab_size)
+                       self._global(key_data), self._global(limits.reshape(-1)), self._global(skip), num_samples,
+                       slots, group, config, self.model.config.vocab_size)
     rows = slots * group
     results: dict[int, list[Completion | None]] = {}
     left = [num_samples] * len(prompts)
-    finished_prompts, chunks = 0, 0
+    finished_prompts, chunks = int(skip.sum()), 0
     stopped, longest = np.zeros(rows, bool), 0
     while finished_prompts < len(prompts):
       window = new
@@ -401,9 +425,10 @@ class Sampler:
 
   def sample(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
-             max_new_tokens: np.ndarray | None = None) -> list[list[Completion]]:
-    """num_samples completions for each prompt, in prompt order (see `stream`)."""
+             max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None) -> list[list[Completion]]:
+    """num_samples completions for each prompt, in prompt order (see `stream`; a skipped prompt's: [])."""
     results: list[list[Completion]] = [[] for _ in prompts]
-    for prompt, completions in self.stream(prompts, num_samples, config, seed, stops, prompt_ids, max_new_tokens):
+    for prompt, completions in self.stream(prompts, num_samples, config, seed, stops, prompt_ids, max_new_tokens,
+                                           skip):
       results[prompt] = completions
     return results

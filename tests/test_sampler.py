@@ -407,3 +407,79 @@ def test_a_prompt_ending_at_once_and_one_running_to_the_limit_both_complete(setu
   assert [(c.text, c.finish_reason, c.num_tokens) for c in ends_now] == [("", "eos", 0)] * 3
   expected = vocabulary.decode(greedy[long])
   assert [(c.text, c.finish_reason, c.num_tokens) for c in runs_out] == [(expected, "length", 16)] * 3
+
+
+def _bit_sensitive_tokens(logits, keys, temperature, top_p, top_k):
+  """A stand-in for sample_tokens whose token hashes every bit of the row's logits (and its key): any
+  rounding difference in how a sample's logits were computed changes its tokens from there on, where
+  a real draw changes only when its uniform falls within rounding of a boundary (rarely, so a test
+  drawing real samples can pass by luck)."""
+  vocab = logits.shape[-1]
+  bits = jax.lax.bitcast_convert_type(logits.astype(jnp.float32), jnp.uint32)
+  mix = jnp.sum(bits * (2 * jnp.arange(vocab, dtype=jnp.uint32) + 1), axis=-1)
+  mix = mix ^ jax.vmap(lambda k: jax.random.bits(k, (), jnp.uint32))(keys)
+  mix = (mix ^ (mix >> 16)) * jnp.uint32(0x45D9F3B)
+  return ((mix ^ (mix >> 16)) % vocab).astype(jnp.int32)
+
+
+def _records(sampler, prompts, n, config, skip=None, **kw):
+  """{(prompt, sample_id): (text, finish_reason, num_tokens)} and the prompts in the order they finished."""
+  records, order = {}, []
+  for index, completions in sampler.stream(prompts, n, config, seed=3, skip=skip, **kw):
+    order.append(index)
+    records.update({(index, s): (c.text, c.finish_reason, c.num_tokens) for s, c in enumerate(completions)})
+  return records, order
+
+
+@pytest.mark.parametrize("rows", [2, 8, 12])
+def test_a_resumed_run_samples_what_an_uninterrupted_one_does_whatever_was_done(setup, rows, monkeypatch):
+  # sample.py resumes by skipping the prompts already in its output: those written before any kill
+  # point (a prefix of the order prompts finish in) or any other set. The prompts left must get the
+  # samples they get in the whole run, to the bit: the padded prompt width, the layout and every
+  # prompt's prefill must not depend on which prompts are left or on when a prompt was admitted.
+  import sampling.sampler as sampler_module
+
+  monkeypatch.setattr(sampler_module, "sample_tokens", _bit_sensitive_tokens)
+  _, _, vocabulary, model, params, code_id = setup
+  eod = vocabulary.tokenizer.piece_to_id("[eod]")
+  texts = code_corpus.PY + code_corpus.GO
+  prompts = [texts[i][:(i * 37) % 100] for i in range(10)]  # 1 to 42 tokens: the width depends on which
+  assert len({len(vocabulary.encode(p)) // 16 for p in prompts}) >= 3
+  limits = np.random.default_rng(rows).integers(1, 25, size=(10, 3))  # samples end at different steps
+  stops = [["\n"] if i % 3 == 0 else [] for i in range(10)]
+  config = SamplingConfig(max_decode_length=24, chunk_length=4, rows=rows, window_bucket=8)
+  sampler = Sampler(model, params, vocabulary, code_id, [eod])
+  kw = dict(prompt_ids=[100 + i for i in range(10)], stops=stops, max_new_tokens=limits)
+  whole, order = _records(sampler, prompts, 3, config, **kw)
+  assert len(set(whole.values())) > 20 and {r[1] for r in whole.values()} >= {"length", "stop"}
+  rng = np.random.default_rng(rows)
+  done_sets = [set(order[:k]) for k in range(1, 10)] + [set(rng.choice(10, size=k, replace=False)) for k in (2, 5, 8)]
+  for done in done_sets:
+    resumed, resumed_order = _records(sampler, prompts, 3, config, skip=[i in done for i in range(10)], **kw)
+    assert sorted(resumed_order) == sorted(set(range(10)) - done)
+    assert resumed == {key: value for key, value in whole.items() if key[0] not in done}, sorted(done)
+
+
+def test_sample_py_resumed_at_any_line_writes_what_an_uninterrupted_run_writes(trained_run, tmp_path, monkeypatch):
+  # The file level: a run killed after any number of lines (a torn prompt is dropped and redone) and
+  # rerun ends with the lines of a run never killed, each sample's tokens the same to the bit.
+  import sampling.sampler as sampler_module
+
+  monkeypatch.setattr(sampler_module, "sample_tokens", _bit_sensitive_tokens)
+  loaded = {}
+  load = sample_entry.load_sampler
+  monkeypatch.setattr(sample_entry, "load_sampler", lambda *a: loaded.get(a) or loaded.setdefault(a, load(*a)))
+  texts = code_corpus.PY + code_corpus.GO
+  prompts = tmp_path / "prompts.jsonl"
+  _write_prompts(prompts, [{"qid": f"q{i}", "language": "go" if i % 2 else "python",
+                            "prompt": texts[i][:(i * 37) % 100]} for i in range(10)])
+  flags = dict(checkpoint=trained_run, prompts=str(prompts), num_samples=3, max_decode_length=16, batch_size=8)
+  whole = tmp_path / "whole.jsonl"
+  assert sample_entry.sample(output=str(whole), **flags) == 30
+  lines = whole.read_text().splitlines(keepends=True)
+  key = lambda line: (json.loads(line)["qid"], json.loads(line)["sample_id"])  # noqa: E731
+  for kill in (1, 3, 7, 12, 20, 28):
+    resumed = tmp_path / f"resumed_{kill}.jsonl"
+    resumed.write_text("".join(lines[:kill]))
+    sample_entry.sample(output=str(resumed), **flags)
+    assert sorted(resumed.read_text().splitlines(keepends=True), key=key) == sorted(lines, key=key), kill
