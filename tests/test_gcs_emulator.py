@@ -1,0 +1,109 @@
+"""corpus -> vocabulary -> SeqIO cache (Beam) -> train.py (checkpoints) -> kill -9 and resume ->
+sample.py -> score, every path on gs://, against a local GCS emulator (tests/gcs_emulator.py: which
+setting points each library at it). Every artifact must be in the bucket and nothing under the working
+directory (a `./gs:/...` folder would mean some code used open() or os.makedirs on a URL).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import gin
+import pytest
+
+pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed (pip install "
+                    "gcp-storage-emulator): the gs:// pipeline test needs it")
+
+import gcs_emulator  # noqa: E402
+import storage  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _timed(timings: dict, name: str, start: float) -> float:
+  now = time.monotonic()
+  timings[name] = round(now - start, 1)
+  return now
+
+
+def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
+  import code_corpus
+  import sample as sample_entry
+  import train as train_entry
+  from data import tasks
+  from evaluation import prompts as prompts_entry
+  from evaluation import score as score_entry
+
+  cwd = tmp_path / "cwd"
+  cwd.mkdir()
+  monkeypatch.chdir(cwd)
+  bucket = f"codelm-{uuid.uuid4().hex[:12]}"  # a fresh name: clients cache buckets by name
+  remote = f"gs://{bucket}"
+  timings = {}
+  with gcs_emulator.gcs(bucket, str(tmp_path)) as emulator:
+    t = time.monotonic()
+    corpus = f"{remote}/corpus"
+    vocab_path, _ = code_corpus.build(corpus)  # shards and the vocabulary: tf.io.gfile
+    t = _timed(timings, "corpus+vocab", t)
+    tasks.cache_tasks(corpus, vocab_path)  # Beam's GCS IO writes CORPUS/cache in the bucket
+    t = _timed(timings, "cache", t)
+
+    # train.py in a subprocess, killed (SIGKILL) once its step-2 checkpoint is committed to the bucket and
+    # before it ends; the same command in this process then resumes from that checkpoint.
+    model_dir = f"{remote}/run"
+    checkpoints = f"{model_dir}/checkpoints"
+    flags = ["--gin_file=gin_configs/runs/demo.gin", f"--gin.MODEL_DIR='{model_dir}'", f"--gin.CORPUS_DIR='{corpus}'",
+             "--gin.MODEL_SIZE='tiny'", "--gin.TRAIN_STEPS=6", "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 64}",
+             "--gin.train.eval_every=6", "--gin.train.log_every=1", "--gin.train.checkpoint_every=2"]
+    env = dict(os.environ, XLA_FLAGS="", PYTHONUNBUFFERED="1")  # the emulator's settings included
+    process = subprocess.Popen([sys.executable, "train.py", *flags], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 180
+    while not storage.exists(f"{checkpoints}/2/commit_success.txt"):
+      assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0][-3000:]
+      time.sleep(0.2)
+    assert process.poll() is None, "train.py finished before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    output = process.communicate(timeout=60)[0]
+    assert process.returncode == -signal.SIGKILL, output[-3000:]
+    t = _timed(timings, "train (killed)", t)
+    committed = sorted(int(step) for step in storage.listdir(checkpoints) if step.isdigit()
+                       and storage.exists(f"{checkpoints}/{step}/commit_success.txt"))
+    assert 2 in committed and 6 not in committed, committed
+    capsys.readouterr()
+    gin.clear_config()
+    try:
+      train_entry.main(flags)
+    finally:
+      gin.clear_config()
+    resumed = capsys.readouterr().out
+    assert f"resumed from step {committed[-1]} in {checkpoints}" in resumed, resumed[-3000:]
+    t = _timed(timings, "train (resumed)", t)
+    train_steps = [r["step"] for _, r in storage.read_jsonl(f"{model_dir}/metrics.jsonl", warn=lambda _: None)
+                   if "loss" in r]
+    assert sorted(set(train_steps)) == list(range(1, 7)), train_steps
+    assert any("validation/" in key for _, r in storage.read_jsonl(f"{model_dir}/metrics.jsonl") for key in r)
+    assert "6" in storage.listdir(checkpoints)
+
+    prompts, predictions, scores = f"{remote}/prompts.jsonl", f"{remote}/predictions.jsonl", f"{remote}/scores"
+    assert prompts_entry.main(["humaneval", "--languages", "python", "--limit", "3", "--output", prompts]) == 0
+    assert sample_entry.main([f"--checkpoint={model_dir}", f"--prompts={prompts}", f"--output={predictions}",
+                              "--num_samples=2", "--max_decode_length=8", "--batch_size=3"]) == 6
+    t = _timed(timings, "sample", t)
+    assert score_entry.main(["--predictions", predictions, "--output", scores, "--languages", "python",
+                             "--workers", "2", "--k", "1"]) == 0
+    t = _timed(timings, "score", t)
+    with capsys.disabled():
+      print("timings", timings, "tunnels", len(emulator.lines("proxy tunnel")))
+
+    for artifact in ("corpus/spm.model", "corpus/python", "corpus/cache", "run/config.gin", "run/run.json",
+                     "run/metrics.jsonl", "run/loss.png", "run/tensorboard", "prompts.jsonl",
+                     "predictions.jsonl", "scores/results.jsonl", "scores/metrics.json"):
+      assert storage.exists(f"{remote}/{artifact}"), artifact
+    assert emulator.lines("proxy tunnel") and not emulator.lines("proxy error"), emulator.lines("proxy error")
+  assert os.listdir(cwd) == [], os.listdir(cwd)
+  assert not os.path.exists(os.path.join(ROOT, "gs:")), "something wrote ./gs:/ in the repository"
