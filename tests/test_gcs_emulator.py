@@ -15,11 +15,9 @@ import uuid
 import gin
 import pytest
 
-pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed (pip install "
-                    "gcp-storage-emulator): the gs:// pipeline test needs it")
-
-import gcs_emulator  # noqa: E402
-import storage  # noqa: E402
+import gcs_emulator
+import storage
+from training import checkpoints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,6 +29,8 @@ def _timed(timings: dict, name: str, start: float) -> float:
 
 
 def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
+  pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed (pip install "
+                      "gcp-storage-emulator, in the test extra): the gs:// pipeline test needs it")
   import code_corpus
   import sample as sample_entry
   import train as train_entry
@@ -107,3 +107,12 @@ def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
     assert emulator.lines("proxy tunnel") and not emulator.lines("proxy error"), emulator.lines("proxy error")
   assert os.listdir(cwd) == [], os.listdir(cwd)
   assert not os.path.exists(os.path.join(ROOT, "gs:")), "something wrote ./gs:/ in the repository"
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_checkpoints_on_ram_are_refused_by_name(create):
+  """orbax cannot write TensorFlow's ram:// (it failed with KeyError: 'ram://'): a refusal that says so,
+  for a run's checkpoints and for one only read (sample.py --checkpoint, fine-tuning's source)."""
+  with pytest.raises(ValueError, match=r"checkpoints cannot be in ram://run/checkpoints: orbax .* has no ram:// "
+                     r"filesystem.*use a local folder or gs://"):
+    checkpoints.Checkpointer("ram://run/checkpoints", create=create)

@@ -148,7 +148,12 @@ class Checkpointer:
   fingerprint) per step, and in training each host's input-pipeline state."""
 
   def __init__(self, directory: str, keep: int = 3, async_save: bool = True, create: bool = True):
-    """`create` False: a folder only read (another run's); it must exist, and is not made."""
+    """`create` False: a folder only read (another run's); it must exist, and is not made. TensorFlow's
+    in-memory ram:// is refused (a ValueError): orbax writes through TensorStore and etils, neither of
+    which has it."""
+    if str(directory).startswith("ram://"):
+      raise ValueError(f"checkpoints cannot be in {directory}: orbax (TensorStore, etils' epath) has no ram:// "
+                       "filesystem, only TensorFlow has; use a local folder or gs://")
     directory = storage.resolve(directory)  # orbax refuses relative paths
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
                                            create=create, cleanup_tmp_directories=create)
