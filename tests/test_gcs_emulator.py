@@ -38,9 +38,14 @@ def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
   from evaluation import prompts as prompts_entry
   from evaluation import score as score_entry
 
+  from apache_beam.internal.gcp import auth
+
   cwd = tmp_path / "cwd"
   cwd.mkdir()
   monkeypatch.chdir(cwd)
+  # The emulator takes anyone. Beam would first look for Application Default Credentials, 5 tries with
+  # backoff (22 s here, where there are none) before connecting anonymously: it connects anonymously now.
+  monkeypatch.setattr(auth._Credentials, "_get_service_credentials", staticmethod(lambda options: None))
   bucket = f"codelm-{uuid.uuid4().hex[:12]}"  # a fresh name: clients cache buckets by name
   remote = f"gs://{bucket}"
   timings = {}
