@@ -111,8 +111,8 @@ def before_tree(revision: str) -> str | None:
 def duplicate_share(path: str) -> float:
   """The share of a HumanEval predictions file's programs that the scorer runs no more (they repeat an
   earlier (language, problem, program) exactly), read and keyed as `evaluation.score` does."""
-  from evaluation import resumable, score
-  benchmark = score.typed_benchmark("humaneval", None, ())
+  from evaluation import execution, resumable, score
+  benchmark = score.typed_benchmark("humaneval", execution.Limits(), ())
   predictions, _ = score.read_predictions(path, benchmark.questions)
   distinct = {resumable.program_key(benchmark, p) for p in predictions}
   return 1 - len(distinct) / len(predictions) if predictions else 0.0
