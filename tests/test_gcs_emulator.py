@@ -109,6 +109,9 @@ def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
                      "run/metrics.jsonl", "run/loss.png", "run/tensorboard", "prompts.jsonl",
                      "predictions.jsonl", "scores/results.jsonl", "scores/metrics.json"):
       assert storage.exists(f"{remote}/{artifact}"), artifact
+    assert len(storage.glob(f"{corpus}/cache/*/COMPLETED")) == 2  # python and go, each task's cache done
+    assert len(list(storage.read_jsonl(predictions))) == 6
+    assert len(list(storage.read_jsonl(f"{scores}/results.jsonl"))) == 6
     assert emulator.lines("proxy tunnel") and not emulator.lines("proxy error"), emulator.lines("proxy error")
   assert os.listdir(cwd) == [], os.listdir(cwd)
   assert not os.path.exists(os.path.join(ROOT, "gs:")), "something wrote ./gs:/ in the repository"
