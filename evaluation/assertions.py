@@ -23,6 +23,7 @@ SAFE_METHODS, does not).
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import functools
 import math
@@ -107,11 +108,6 @@ def _imported(node: ast.AST) -> set[str]:
           for a in n.names}
 
 
-def _target_names(node: ast.AST) -> set[str]:
-  """Every name in an assignment target, the base of `x[i] = ...` and `x.a = ...` included."""
-  return _names(node)
-
-
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
 if hasattr(ast, "TryStar"):
   _COMPOUND += (ast.TryStar,)
@@ -134,14 +130,14 @@ def tainted_names(tree: ast.AST, solution_names: set[str]) -> set[str]:
         tainted |= _names(node) & local
       elif isinstance(node, ast.Assign) and mentions(node.value):
         for target in node.targets:
-          tainted |= _target_names(target) & local
+          tainted |= _names(target) & local
       elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None \
           and mentions(node.value):
-        tainted |= _target_names(node.target) & local
+        tainted |= _names(node.target) & local
       elif isinstance(node, (ast.comprehension, ast.For, ast.AsyncFor)) and mentions(node.iter):
-        tainted |= _target_names(node.target) & local
+        tainted |= _names(node.target) & local
       elif isinstance(node, ast.withitem) and node.optional_vars is not None and mentions(node.context_expr):
-        tainted |= _target_names(node.optional_vars) & local
+        tainted |= _names(node.optional_vars) & local
       elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and mentions(node):
         if not isinstance(node, ast.Lambda):
           tainted.add(node.name)
@@ -201,22 +197,22 @@ class _Splitter:
     return self.leaf(node)
 
 
-def _check_call(index: int, slots: tuple[Slot, ...], for_candidate: bool, rebound_check: str) -> ast.stmt:
+def _check_call(check: Check, for_candidate: bool) -> ast.stmt:
+  """`_codelm_check(index, (thunk, ...))`, None in place of a leaf the candidate's run does not record."""
   thunks = [ast.parse(f"lambda: ({slot.source})", mode="eval").body
-            if slot.candidate or not for_candidate else ast.Constant(None) for slot in slots]
-  return ast.Expr(ast.Call(func=ast.Name(id=rebound_check, ctx=ast.Load()),
-                           args=[ast.Constant(index), ast.Tuple(elts=thunks, ctx=ast.Load())], keywords=[]))
+            if slot.candidate or not for_candidate else ast.Constant(None) for slot in check.slots]
+  return ast.Expr(ast.Call(func=ast.Name(id=CHECK, ctx=ast.Load()),
+                           args=[ast.Constant(check.index), ast.Tuple(elts=thunks, ctx=ast.Load())], keywords=[]))
 
 
-def _analyse(source: str, solution_names: set[str]) -> tuple[ast.Module, list[Check], dict[int, ast.AST]]:
-  tree = ast.parse(source)
-  if CHECK in _names(tree):
-    raise ValueError(f"a test may not use the name {CHECK}")
-  tainted = tainted_names(tree, solution_names)
-  rebound = _bound(tree) - _imported(tree)
+def _position(node: ast.stmt) -> tuple[int, int]:
+  return node.lineno, node.col_offset
+
+
+def _checks(tree: ast.Module, source: str, tainted: set[str], rebound: set[str]) -> dict[tuple[int, int], Check]:
+  """The test's checks by the position of their statement, numbered in source order."""
   lines = source.splitlines()
-  checks: list[Check] = []
-  nodes: dict[int, ast.AST] = {}
+  found = []
   for node in ast.walk(tree):
     if isinstance(node, ast.Assert):
       kind, expression = "assert", node.test
@@ -230,31 +226,29 @@ def _analyse(source: str, solution_names: set[str]) -> tuple[ast.Module, list[Ch
     if kind == "call" and not isinstance(split, ast.Call):
       continue  # (starred arguments: a plain statement, run where it stands)
     text = "\n".join(lines[node.lineno - 1:node.end_lineno]).strip()
-    nodes[id(node)] = node
-    checks.append(Check(index=0, line=node.lineno, text=text, kind=kind,
-                        expression=ast.unparse(split), slots=tuple(splitter.slots)))
-  order = sorted(range(len(checks)), key=lambda i: (checks[i].line, i))
-  ids = list(nodes)
-  checks = [dataclasses.replace(checks[i], index=n) for n, i in enumerate(order)]
-  by_node = {ids[i]: n for n, i in enumerate(order)}
-  return tree, checks, by_node
+    found.append((_position(node), kind, text, ast.unparse(split), tuple(splitter.slots)))
+  found.sort(key=lambda f: f[0])
+  return {position: Check(index=i, line=position[0], text=text, kind=kind, expression=expression, slots=slots)
+          for i, (position, kind, text, expression, slots) in enumerate(found)}
 
 
 class _Rewriter(ast.NodeTransformer):
-  def __init__(self, checks: list[Check], by_node: dict[int, int], for_candidate: bool):
-    self.checks, self.by_node, self.for_candidate = checks, by_node, for_candidate
+  """Replaces each check's statement by its _codelm_check call."""
+
+  def __init__(self, checks: dict[tuple[int, int], Check], for_candidate: bool):
+    self.checks, self.for_candidate = checks, for_candidate
 
   def visit_Assert(self, node):
     return self._replace(node)
 
   def visit_Expr(self, node):
-    return self._replace(node) if id(node) in self.by_node else self.generic_visit(node)
+    return self._replace(node)
 
   def _replace(self, node):
-    if id(node) not in self.by_node:
+    check = self.checks.get(_position(node))
+    if check is None:
       return self.generic_visit(node)
-    check = self.checks[self.by_node[id(node)]]
-    return ast.copy_location(_check_call(check.index, check.slots, self.for_candidate, CHECK), node)
+    return ast.copy_location(_check_call(check, self.for_candidate), node)
 
 
 def _drop_expected_assignments(tree: ast.Module, tainted: set[str], rebound: set[str]) -> None:
@@ -287,16 +281,18 @@ def _drop_expected_assignments(tree: ast.Module, tainted: set[str], rebound: set
 def rewrite(source: str, solution_names: set[str]) -> RewrittenTest:
   """The two variants of one test block and its checks. A SyntaxError propagates (the dataset is
   wrong, not the candidate)."""
-  tree, checks, by_node = _analyse(source, solution_names)
+  tree = ast.parse(source)
+  if CHECK in _names(tree):
+    raise ValueError(f"a test may not use the name {CHECK}")
   tainted = tainted_names(tree, solution_names)
   rebound = _bound(tree) - _imported(tree)
-  reference = _Rewriter(checks, by_node, for_candidate=False).visit(tree)
-  reference_source = ast.unparse(ast.fix_missing_locations(reference))
-  tree, checks_again, by_node = _analyse(source, solution_names)
-  candidate = _Rewriter(checks_again, by_node, for_candidate=True).visit(tree)
+  checks = _checks(tree, source, tainted, rebound)
+  reference = _Rewriter(checks, for_candidate=False).visit(copy.deepcopy(tree))
+  candidate = _Rewriter(checks, for_candidate=True).visit(tree)
   _drop_expected_assignments(candidate, tainted, rebound)
   return RewrittenTest(candidate=ast.unparse(ast.fix_missing_locations(candidate)),
-                       reference=reference_source, checks=tuple(checks))
+                       reference=ast.unparse(ast.fix_missing_locations(reference)),
+                       checks=tuple(sorted(checks.values(), key=lambda c: c.index)))
 
 
 def solution_names(code: str) -> set[str]:

@@ -276,8 +276,9 @@ class _TestRecords:
   forged: bool = False                                     # records after the test ended
 
 
-def _records(result: execution.Execution, nonce: str, tests: int) -> tuple[list[_TestRecords], str | None]:
-  """Each test's records, and a problem-wide error (the solution did not compile or load) or None."""
+def _records(result: execution.Execution, nonce: str, tests: int
+             ) -> tuple[list[_TestRecords], tuple[str, str] | None]:
+  """Each test's records, and a problem-wide error ("compile" or "module", why) or None."""
   records = [_TestRecords() for _ in range(tests)]
   for line in result.stdout.splitlines():
     fields = line.split(" ", 3)
@@ -285,7 +286,7 @@ def _records(result: execution.Execution, nonce: str, tests: int) -> tuple[list[
       continue
     test, kind, text = fields[1], fields[2], fields[3] if len(fields) > 3 else ""
     if test == "-":
-      return records, "compile" if kind == "compile" else text
+      return records, (kind, text)
     if not test.isdigit() or int(test) >= tests:
       continue
     entry = records[int(test)]
@@ -348,7 +349,7 @@ def reference_records(problem: Problem, limits: execution.Limits) -> list[_TestR
   result = execution.execute(prog, toolchain(), limits)
   records, error = _records(result, prog.files["nonce"], len(problem.tests))
   if error is not None:
-    raise ReferenceFailure(f"{problem.problem_id}: the reference solution does not load: {error}")
+    raise ReferenceFailure(f"{problem.problem_id}: the reference solution does not load: {error[1]}")
   for index, (test, entry) in enumerate(zip(rewritten_tests(problem), records)):
     outcome = _test_outcome(test, entry, entry)
     if outcome != "pass":
@@ -369,15 +370,15 @@ def run_problem(problem: Problem, completion: str, limits: execution.Limits = ex
   code = problem.prompt + completion_code(problem, completion)
   prog = program(problem, code)
   result = execution.execute(prog, toolchain(), limits)
-  records, error = _records(result, prog.files["nonce"], len(problem.tests))
+  records, problem_error = _records(result, prog.files["nonce"], len(problem.tests))
   run = result.run
   timed_out = run is None or run.timed_out
-  outcomes = [] if error is not None else [
+  outcomes = [] if problem_error is not None else [
       _test_outcome(test, candidate, ref)
       for test, candidate, ref in zip(rewritten_tests(problem), records, reference)]
   passed = sum(o == "pass" for o in outcomes)
-  detail = ""
-  if error is None:
+  error, detail = None, ""
+  if problem_error is None:
     failures = [o.removeprefix("fail ") for o in outcomes if o.startswith("fail ")]
     if failures:
       error = failures[0]
@@ -387,9 +388,8 @@ def run_problem(problem: Problem, completion: str, limits: execution.Limits = ex
       error = f"no result for test {outcomes.index('not run') if 'not run' in outcomes else len(outcomes)} (exit {run.exit_code})"
       detail = result.stderr[-600:]
   else:
-    detail = error if error != "compile" else next(
-        (l.split(" ", 3)[3] for l in result.stdout.splitlines()
-         if l.startswith(prog.files["nonce"] + " - compile ") and len(l.split(" ", 3)) > 3), "")
+    kind, detail = problem_error
+    error = "compile" if kind == "compile" else detail
   return {"passed": error is None and passed == len(problem.tests), "tests_passed": passed,
           "tests": len(problem.tests), "error": error, "detail": detail[:1000],
           "outcomes": outcomes + ["not run"] * (len(problem.tests) - len(outcomes)),

@@ -27,8 +27,14 @@ class _TooLarge(Exception):
   pass
 
 
+_NUMPY_SCALARS: frozenset = frozenset()
+
+
 def _numpy_scalar_types(np) -> frozenset:
-  return frozenset(t for t in set(np.sctypeDict.values()) if t.__module__ == "numpy")
+  global _NUMPY_SCALARS
+  if not _NUMPY_SCALARS:  # once per process: every numpy value asks
+    _NUMPY_SCALARS = frozenset(t for t in set(np.sctypeDict.values()) if t.__module__ == "numpy")
+  return _NUMPY_SCALARS
 
 
 def _array(np, value, budget):
@@ -36,9 +42,7 @@ def _array(np, value, budget):
   kind = value.dtype.kind
   if kind in "Mm":
     items = [["int", int(x)] for x in value.view("int64").ravel().tolist()]
-  elif kind == "O":
-    items = [_encode(x, budget) for x in value.ravel().tolist()]
-  elif kind in "biufcUS":
+  elif kind in "biufcUSO":
     items = [_encode(x, budget) for x in value.ravel().tolist()]
   else:
     raise TypeError(f"ndarray of dtype {value.dtype}")
@@ -53,14 +57,8 @@ def _index(pd, np, value, budget):
     return ["multi_index", [_encode(n, budget) for n in value.names],
             [_encode(tuple(x), budget) for x in value.tolist()]]
   if kind in (pd.Index, pd.DatetimeIndex, pd.TimedeltaIndex, pd.CategoricalIndex):
-    return ["index", str(value.dtype), _encode(value.name, budget), _array(np, _plain(value), budget)]
+    return ["index", str(value.dtype), _encode(value.name, budget), _array(np, value.to_numpy(), budget)]
   raise TypeError(f"index of type {kind.__name__}")
-
-
-def _plain(values):
-  """A pandas column's values as an ndarray (object for extension dtypes: categories, nullable ints)."""
-  array = values.to_numpy() if hasattr(values, "to_numpy") else values
-  return array
 
 
 def _encode(value, budget):
@@ -108,9 +106,9 @@ def _encode(value, budget):
   if pd is not None and np is not None:
     if kind is pd.Series:
       return ["series", str(value.dtype), _encode(value.name, budget), _index(pd, np, value.index, budget),
-              _array(np, _plain(value), budget)]
+              _array(np, value.to_numpy(), budget)]
     if kind is pd.DataFrame:
-      columns = [[str(value.dtypes.iloc[i]), _array(np, _plain(value.iloc[:, i]), budget)]
+      columns = [[str(value.dtypes.iloc[i]), _array(np, value.iloc[:, i].to_numpy(), budget)]
                  for i in range(value.shape[1])]
       return ["frame", _index(pd, np, value.columns, budget), _index(pd, np, value.index, budget), columns]
     if kind in (pd.Index, pd.RangeIndex, pd.MultiIndex, pd.DatetimeIndex, pd.TimedeltaIndex,

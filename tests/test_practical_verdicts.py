@@ -234,3 +234,6 @@ def test_per_test_outcomes_and_messages_stay():
   assert result["outcomes"][1] == "fail AssertionError (line 1: assert f_dict_001({}) == {})"
   raises = practical.run_problem(problem, "    return 1 / 0\n", LIMITS)
   assert raises["error"].startswith("ZeroDivisionError: division by zero (line 1: assert f_dict_001("), raises
+  broken = practical.run_problem(problem, "    return {(\n", LIMITS)
+  assert broken["error"] == "compile" and broken["detail"].startswith("SyntaxError: "), broken
+  assert broken["outcomes"] == ["not run"] * 3
