@@ -34,7 +34,7 @@ from model.config import SIZES
 from objectives.ul2 import UL2Config
 from storage import OutputLocked, exclusive_output
 from training import run
-from training.checkpoints import CheckpointError
+from training.checkpoints import CheckpointError, refuse_unwritable
 from training.distributed import maybe_initialize_distributed
 
 UL2Config = gin.external_configurable(UL2Config, module="codelm")
@@ -107,11 +107,10 @@ def check_arguments(arguments: dict) -> None:
   if a["init_from"] is not None and not storage.exists(a["init_from"]):
     raise UsageError(f"train.init_from: {a['init_from']!r} does not exist (a trained run's MODEL_DIR or its "
                      "checkpoints folder; PRETRAINED_DIR in the fine-tuning gins)")
-  checkpoints = a["checkpoint_dir"] or storage.join(a["model_dir"], "checkpoints")
-  if checkpoints.startswith("ram://"):  # orbax (etils' epath) has no ram:// filesystem
-    where = "train.checkpoint_dir" if a["checkpoint_dir"] else "train.model_dir"
-    raise UsageError(f"{where}: checkpoints cannot be written to {checkpoints}: orbax cannot write "
-                     "TensorFlow's ram:// filesystem; set train.checkpoint_dir to a local folder or gs://")
+  try:  # before the data pipeline is built (the Checkpointer would refuse it only then)
+    refuse_unwritable(a["checkpoint_dir"] or storage.join(a["model_dir"], "checkpoints"))
+  except ValueError as error:
+    raise UsageError(f"{'train.checkpoint_dir' if a['checkpoint_dir'] else 'train.model_dir'}: {error}") from None
   lengths = a["task_feature_lengths"]
   if not isinstance(lengths, dict) or not lengths:
     raise UsageError(f"train.task_feature_lengths must be a dict such as {{'inputs': 1024, 'targets': 1024}}, "

@@ -290,9 +290,9 @@ def test_when_no_checkpoint_is_usable_training_stops_and_moves_nothing(corpus, t
     ("--gin.train.base_learning_rate=-1.0", "train.base_learning_rate must be greater than 0"),
     ("--gin.MODEL_SIZE='huge'", "train.model_size: unknown size 'huge'"),
     ("--gin.train.init_from='/nonexistent/run'", "train.init_from: '/nonexistent/run' does not exist"),
-    ("--gin.train.checkpoint_dir='ram://ckpt'", "train.checkpoint_dir: checkpoints cannot be written to ram://ckpt: "
-                                                "orbax cannot write TensorFlow's ram://"),
-    ("--gin.MODEL_DIR='ram://run'", "train.model_dir: checkpoints cannot be written to ram://run/checkpoints"),
+    ("--gin.train.checkpoint_dir='ram://ckpt'", r"train.checkpoint_dir: checkpoints cannot be in ram://ckpt: "
+                                                r"orbax \(TensorStore, etils' epath\) has no ram:// filesystem"),
+    ("--gin.MODEL_DIR='ram://run'", "train.model_dir: checkpoints cannot be in ram://run/checkpoints: orbax"),
     ("--gin.train.mesh_shape=(0, 1, 1)", "train.mesh_shape data must be positive or -1"),
     ("--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': -1}", r"task_feature_lengths\['targets'\] must be at least 1"),
     ("--gin.train.checkpoint_dir=3", "train.checkpoint_dir must be a path or None, got 3"),

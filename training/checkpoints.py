@@ -143,6 +143,14 @@ class InputState(ocp.args.CheckpointArgs):
   info: dict  # the pipeline and the batches consumed: a restore checks it equals what was saved
 
 
+def refuse_unwritable(directory: str) -> None:
+  """A ValueError for a checkpoint folder orbax cannot use: TensorFlow's in-memory ram:// (orbax writes
+  through TensorStore and etils' epath, neither of which has it; it failed with KeyError: 'ram://')."""
+  if str(directory).startswith("ram://"):
+    raise ValueError(f"checkpoints cannot be in {directory}: orbax (TensorStore, etils' epath) has no ram:// "
+                     "filesystem, only TensorFlow has; use a local folder or gs://")
+
+
 class Checkpointer:
   """Train state plus a small JSON of the run's progress (steps, batches consumed, the state's
   fingerprint) per step, and in training each host's input-pipeline state."""
@@ -151,9 +159,7 @@ class Checkpointer:
     """`create` False: a folder only read (another run's); it must exist, and is not made. TensorFlow's
     in-memory ram:// is refused (a ValueError): orbax writes through TensorStore and etils, neither of
     which has it."""
-    if str(directory).startswith("ram://"):
-      raise ValueError(f"checkpoints cannot be in {directory}: orbax (TensorStore, etils' epath) has no ram:// "
-                       "filesystem, only TensorFlow has; use a local folder or gs://")
+    refuse_unwritable(directory)
     directory = storage.resolve(directory)  # orbax refuses relative paths
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
                                            create=create, cleanup_tmp_directories=create)
