@@ -143,6 +143,18 @@ class InputState(ocp.args.CheckpointArgs):
   info: dict  # the pipeline and the batches consumed: a restore checks it equals what was saved
 
 
+def _root_cause(error: BaseException) -> str:
+  """The innermost error's type and first line: orbax wraps TensorStore's, which names the array and
+  the file ("Error reading "params.x/0.0" in OCDBT database at local file ...: byte range ... not
+  valid"), in one that prints a repr of the store's spec instead."""
+  seen = {id(error)}
+  while (inner := error.__cause__ or error.__context__) is not None and id(inner) not in seen:
+    error = inner
+    seen.add(id(error))
+  first_line = (str(error).strip().splitlines() or [""])[0]
+  return f"{type(error).__name__}: {first_line[:300]}"
+
+
 def refuse_unwritable(directory: str) -> None:
   """A ValueError for a checkpoint folder orbax cannot use: TensorFlow's in-memory ram:// (orbax writes
   through TensorStore and etils' epath, neither of which has it; it failed with KeyError: 'ram://')."""
@@ -239,8 +251,7 @@ class Checkpointer:
       try:
         result, mismatch = restore(candidate)
       except Exception as error:  # noqa: BLE001 - any failure to read means: damaged
-        first_line = (str(error).strip().splitlines() or [""])[0]
-        mismatch = f"it does not restore ({type(error).__name__}: {first_line[:200]})"
+        mismatch = f"it does not restore ({_root_cause(error)})"
       if mismatch is None:
         if move_damaged:
           self._move_aside([s for s, _ in damaged])
