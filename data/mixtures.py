@@ -156,6 +156,9 @@ def register_language_tasks(corpus_dir: str, vocab_path: str, sequence_length: i
                             ul2_config=None) -> dict[str, TaskStats]:
   """Registers the language tasks (reading SeqIO's cache where it exists) and their UL2 versions;
   returns, per objective suffix ("" and "_ul2"), their `TaskStats` at `sequence_length`."""
+  # Absolute: a saved tf.data iterator names the files it reads as the dataset spelled them, so a
+  # relative corpus path would not restore from another working directory (the run would replay).
+  corpus_dir, cache_dir = storage.resolve(corpus_dir), cache_dir and storage.resolve(cache_dir)
   vocabulary = get_vocabulary(vocab_path)
   names = register_tasks(corpus_dir, vocabulary)
   register_ul2_tasks(names, ul2_config)

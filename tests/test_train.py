@@ -433,3 +433,39 @@ def test_a_missing_foreign_or_damaged_input_state_is_replayed_with_a_warning_nam
   assert not restored and same(got, expected)
   assert re.search(r"warning: input pipeline state not restored: \S+/ckpt/3/data/host_0.index/.data-\*: \w+.*; "
                    r"replaying 3 batches instead", err), err
+
+
+
+def test_an_input_state_saved_with_a_relative_corpus_path_restores_from_another_directory(corpus, tmp_path,
+                                                                                         monkeypatch):
+  """A saved tf.data iterator names the file it is reading; more files than the shuffle buffer holds
+  (1,000 examples) keep one open."""
+  import shutil
+
+  import jax.numpy as jnp
+
+  from data.batches import TrainBatches
+  from data.mixtures import register_corpus
+  from training import loop
+
+  root = tmp_path / "big"
+  texts = [records.encode(f"x{i} = {i}\n", f"python/{i}") for i in range(1500)]
+  records.write_shard(str(root / records.shard_name("python", "train", 0, 1)), texts)
+  records.write_shard(str(root / records.shard_name("python", "validation", 0, 1)), texts[:10])
+  shutil.copy(os.path.join(corpus, "spm.model"), root / "spm.model")
+  tasks.cache_tasks(str(root), str(root / "spm.model"))
+
+  monkeypatch.chdir(tmp_path)
+  register_corpus("big", os.path.join("big", "spm.model"), rows=64, sequence_length=64)
+  batches = TrainBatches("code_python", 64, 4, seed=0)
+  for _ in range(2):
+    next(batches)
+  checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
+  checkpointer.save(2, {"w": jnp.ones(2)}, {"batches": 2}, force=True, input_state=loop.input_state(batches))
+  expected = next(batches)
+
+  monkeypatch.chdir(corpus)  # a copied run resumed from elsewhere, the same corpus named absolutely
+  register_corpus(str(root), str(root / "spm.model"), rows=64, sequence_length=64)
+  again = TrainBatches("code_python", 64, 4, seed=0)
+  assert loop.resume_input(checkpointer, 2, again, 2)
+  assert all(np.array_equal(value, expected[key]) for key, value in next(again).items())
