@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from typing import Any
 
 import jax
@@ -163,6 +164,45 @@ def refuse_unwritable(directory: str) -> None:
                      "filesystem, only TensorFlow has; use a local folder or gs://")
 
 
+def _is_abandoned_read(unraisable) -> bool:
+  """What orbax leaves behind when one array of a restore fails: the other arrays' reads finish on
+  TensorStore's threads after the restore's event loop is closed ("Event loop is closed" from their
+  callbacks), and their coroutines are collected holding orbax's read error. The failure itself is
+  reported once, as the checkpoint's damage reason. ("Event loop is closed" as an unraisable error
+  is only ever such a late callback: nothing could act on it.)"""
+  error = unraisable.exc_value
+  if isinstance(error, RuntimeError) and str(error) == "Event loop is closed":
+    return True
+  return (getattr(unraisable.object, "__qualname__", None) == "_read_array_index_and_device_put"
+          and str(error).startswith("Encountered error while reading array index"))
+
+
+class _AbandonedReadTasks(logging.Filter):
+  """asyncio's "Task exception was never retrieved" for the orbax read tasks a failed restore left."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    return not ("exception was never retrieved" in message
+                and "Encountered error while reading array index" in message)
+
+
+def _silence_abandoned_reads() -> None:
+  """Once per process, before restoring: drop the ~70-200 lines of tracebacks its abandoned
+  reads print (see `_is_abandoned_read`, `_AbandonedReadTasks`); any other unraisable error goes to
+  the hook there was, any other asyncio error is logged."""
+  previous = sys.unraisablehook
+  if getattr(previous, "codelm_abandoned_reads", False):
+    return
+  logging.getLogger("asyncio").addFilter(_AbandonedReadTasks())
+
+  def hook(unraisable):
+    if not _is_abandoned_read(unraisable):
+      previous(unraisable)
+
+  hook.codelm_abandoned_reads = True
+  sys.unraisablehook = hook
+
+
 class Checkpointer:
   """Train state plus a small JSON of the run's progress (steps, batches consumed, the state's
   fingerprint) per step, and in training each host's input-pipeline state."""
@@ -247,6 +287,7 @@ class Checkpointer:
   def _first_good(self, restore, step: int | None, move_damaged: bool):
     candidates = [step] if step is not None else list(reversed(self.steps()))
     damaged: list[tuple[int, str]] = []
+    _silence_abandoned_reads()  # before: a failed read's leftovers may print before its error is caught
     for candidate in candidates:
       try:
         result, mismatch = restore(candidate)
