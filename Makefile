@@ -10,7 +10,7 @@ ifeq ($(CODELM_VERBOSE),)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 endif
 
-.PHONY: install test demo bench clean toolchains
+.PHONY: install test demo bench clean toolchains tpu_compiler
 
 install: $(STAMP)
 
@@ -21,11 +21,22 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install -qq --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
+# The TPU compiler (libtpu, the version jax[tpu] pins) for tpu/preflight.py on a CPU host: into
+# .tpu_compiler/, outside the venv, where only the pre-flight loads it (installed in the venv, every
+# JAX process on this machine would try to start a TPU and print libtpu's warnings).
+LIBTPU_VERSION := 0.0.42.1
+LIBTPU := .tpu_compiler/libtpu/libtpu.so
+tpu_compiler: $(LIBTPU)
+$(LIBTPU): | $(STAMP)
+	@echo "installing libtpu $(LIBTPU_VERSION) (the TPU compiler, ~210 MB) into .tpu_compiler/"
+	@$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --target .tpu_compiler \
+	  'libtpu==$(LIBTPU_VERSION)'
+
 # Two pytest workers: about 22 min on 2 cores where one worker takes 34 (compilers, sandboxes and
 # single-threaded XLA compilation leave the second core idle).
 PYTEST_WORKERS ?= 2
-test: install
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) tests
+test: install tpu_compiler
+	CODELM_REQUIRE_TPU_COMPILER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) tests
 
 # Compilers and runtimes for scoring predictions in 12 languages (evaluation/languages/), and the
 # sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.
@@ -67,4 +78,4 @@ bench: install
 	$(BIN)/python bench/train_step.py --size small --seq 512 --batch 8
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) *.egg-info
+	rm -rf $(VENV) $(DEMO_DIR) *.egg-info .tpu_compiler

@@ -42,8 +42,8 @@ LoraConfig = gin.external_configurable(lora_adapters.LoraConfig, module="codelm"
 PracticalTasks = gin.external_configurable(practical_data.PracticalTasks, module="codelm")
 
 
-@gin.configurable(denylist=["gin_config_str"])
-def train(*, model_dir: str = gin.REQUIRED, model_size: str | None = gin.REQUIRED, corpus_dir: str | None = gin.REQUIRED,
+@gin.configurable("train", denylist=["check_paths"])
+def train_config(*, model_dir: str = gin.REQUIRED, model_size: str | None = gin.REQUIRED, corpus_dir: str | None = gin.REQUIRED,
           vocab_path: str | None = None, mixture_or_task_name: str = gin.REQUIRED,
           task_feature_lengths: dict = gin.REQUIRED, batch_size: int = gin.REQUIRED, train_steps: int = gin.REQUIRED,
           base_learning_rate: float = 0.01, warmup_fraction: float = 0.1, z_loss: float = 1e-4,
@@ -54,24 +54,30 @@ def train(*, model_dir: str = gin.REQUIRED, model_size: str | None = gin.REQUIRE
           checkpoint_dir: str | None = None, optimizer: str = "adafactor", weight_decay: float = 0.0,
           lr_schedule: str = "rsqrt", lora: lora_adapters.LoraConfig | None = None,
           practical_tasks: practical_data.PracticalTasks | None = None,
-          gin_config_str: str = "") -> dict:
-  """Trains until train_steps; returns the last logged metrics. One train.py per MODEL_DIR: the first
-  process holds MODEL_DIR/train.lock while it runs, and a second run there refuses at once.
-  `checkpoint_dir` (default MODEL_DIR/checkpoints, as MaxText's) is recorded in MODEL_DIR/run.json.
-  Fine-tuning (gin_configs/runs/finetune.gin): `init_from` another run's MODEL_DIR (its model and
-  vocabulary; model_size and corpus_dir may then be None), `practical_tasks` the task, `lora` to train
-  adapters of the frozen base instead of every parameter."""
+          check_paths: bool = True) -> run.TrainConfig:
+  """The `train.*` gin values, checked, as the run's typed config. `checkpoint_dir` (default
+  MODEL_DIR/checkpoints, as MaxText's) is recorded in MODEL_DIR/run.json. Fine-tuning
+  (gin_configs/runs/finetune.gin): `init_from` another run's MODEL_DIR (its model and vocabulary;
+  model_size and corpus_dir may then be None), `practical_tasks` the task, `lora` to train adapters of
+  the frozen base instead of every parameter. `check_paths` False (tpu/preflight.py, which reads and
+  writes no run folder or dataset) leaves out the checks of MODEL_DIR, the checkpoints and the dataset."""
   arguments = dict(locals())
-  check_arguments(arguments)
-  del arguments["gin_config_str"]
-  config = run.TrainConfig(**dict(arguments, mesh_shape=tuple(mesh_shape)))
-  storage.makedirs(model_dir)
-  with exclusive_output(storage.join(model_dir, "train"), "train.py", f"MODEL_DIR {model_dir}") \
+  del arguments["check_paths"]
+  check_arguments(arguments, check_paths)
+  return run.TrainConfig(**dict(arguments, mesh_shape=tuple(mesh_shape)))
+
+
+def train(gin_config_str: str = "") -> dict:
+  """Trains until train_steps; returns the last logged metrics. One train.py per MODEL_DIR: the first
+  process holds MODEL_DIR/train.lock while it runs, and a second run there refuses at once."""
+  config = train_config()
+  storage.makedirs(config.model_dir)
+  with exclusive_output(storage.join(config.model_dir, "train"), "train.py", f"MODEL_DIR {config.model_dir}") \
       if jax.process_index() == 0 else contextlib.nullcontext():
     return run.train(config, gin_config_str)
 
 
-def check_arguments(arguments: dict) -> None:
+def check_arguments(arguments: dict, check_paths: bool = True) -> None:
   """Every gin value of train() by type and range, before anything is read or written."""
   a = arguments
   for name in ("model_dir", "mixture_or_task_name"):
@@ -94,7 +100,7 @@ def check_arguments(arguments: dict) -> None:
     raise UsageError("train.lora trains adapters of a pretrained model: set train.init_from (INIT_FROM)")
   if a["practical_tasks"] is not None and not isinstance(a["practical_tasks"], practical_data.PracticalTasks):
     raise UsageError(f"train.practical_tasks must be @codelm.PracticalTasks() or None, got {a['practical_tasks']!r}")
-  if a["practical_tasks"] is not None:
+  if a["practical_tasks"] is not None and check_paths:
     if not storage.exists(a["practical_tasks"].dataset):
       raise UsageError(f"train.practical_tasks: no dataset file {a['practical_tasks'].dataset!r} (DATASET)")
     try:  # the file and the split, before anything is written
@@ -108,7 +114,8 @@ def check_arguments(arguments: dict) -> None:
     raise UsageError(f"train.init_from: {a['init_from']!r} does not exist (a trained run's MODEL_DIR or its "
                      "checkpoints folder; PRETRAINED_DIR in the fine-tuning gins)")
   try:  # before the data pipeline is built (the Checkpointer would refuse it only then)
-    refuse_unwritable(a["checkpoint_dir"] or storage.join(a["model_dir"], "checkpoints"))
+    if check_paths:
+      refuse_unwritable(a["checkpoint_dir"] or storage.join(a["model_dir"], "checkpoints"))
   except ValueError as error:
     raise UsageError(f"{'train.checkpoint_dir' if a['checkpoint_dir'] else 'train.model_dir'}: {error}") from None
   lengths = a["task_feature_lengths"]
@@ -131,6 +138,8 @@ def check_arguments(arguments: dict) -> None:
   if a["clip_global_norm"] is not None:
     check_float("train.clip_global_norm", a["clip_global_norm"], above=0)
   check_mesh_shape("train.mesh_shape", a["mesh_shape"])
+  if not check_paths:
+    return
   check_writable_dir("train.model_dir", a["model_dir"])
   if a["checkpoint_dir"] is not None:
     check_writable_dir("train.checkpoint_dir", a["checkpoint_dir"])

@@ -137,7 +137,8 @@ class Sampler:
     self.mesh = mesh  # None: wherever jax puts things (one device)
     self.row_shards = 1 if mesh is None else int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
     self.last_stats: dict = {}  # of the last run: rows, slots, decode steps, chunks
-    if mesh is not None:  # training's layout (a no-op for parameters restored onto it)
+    abstract = all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(params))  # `lower` only
+    if mesh is not None and not abstract:  # training's layout (a no-op for parameters restored onto it)
       self.params = jax.device_put(params, sharding.param_shardings(model, mesh))
 
   def _shard_rows(self, tree: Any) -> Any:
@@ -422,6 +423,30 @@ class Sampler:
       longest = int(generated[running].max()) if running.any() else 0
     self.last_stats = {"rows": rows, "slots": slots, "rows_per_slot": group, "chunks": chunks,
                        "decode_steps": int(self._to_host(state.steps))}
+
+  def lower(self, num_prompts: int, prompt_width: int, num_samples: int, config: SamplingConfig
+            ) -> tuple[jax.stages.Lowered, jax.stages.Lowered]:
+    """The two programs `stream` runs (the state's set-up, then each chunk of decode steps), lowered
+    for `num_prompts` prompts padded to `prompt_width` tokens and this sampler's parameters (which may
+    be jax.ShapeDtypeStructs with shardings), without running them: for compiling ahead of time on
+    another platform (tpu/preflight.py)."""
+    replicated = None if self.mesh is None else NamedSharding(self.mesh, P())
+    rows_split = None if self.mesh is None else NamedSharding(self.mesh, P(BATCH_AXES))
+    spec = lambda shape, dtype, where=replicated: jax.ShapeDtypeStruct(shape, dtype, sharding=where)  # noqa: E731
+    key_data = jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0)))  # nothing runs
+    slots, group = self.layout(num_prompts, num_samples, config)
+    init = type(self)._init.lower(
+        self, spec((num_prompts, prompt_width), jnp.int32), spec((num_prompts,), jnp.int32),
+        spec((num_prompts,), jnp.uint32), spec(key_data.shape, key_data.dtype), spec((num_prompts * num_samples,),
+                                                                                     jnp.int32),
+        spec((num_prompts,), jnp.bool_), num_samples, slots, group, config, self.model.config.vocab_size)
+    compiled_init = init.compile()
+    state = jax.tree.map(lambda shape, where: jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=where),
+                         compiled_init.out_info, compiled_init.output_shardings)
+    window = config.max_decode_length
+    decode = type(self)._continue.lower(self, self.params, state, spec((slots * group,), jnp.bool_, rows_split),
+                                        num_samples, group, window, config)
+    return init, decode
 
   def sample(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,

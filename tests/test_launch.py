@@ -97,8 +97,8 @@ def test_install_from_source_dir_uses_scp_recurse(capsys, tmp_path):
 
 def test_launch_v4_64_same_train_command_on_all_workers(capsys):
     lines = dry_run(capsys, launch, TPU + ["--run_name", "1b_unimax_2", "--dry_run", "--"] + TRAIN_ARGS)
-    assert len(lines) == 1  # one ssh, --worker=all: every worker gets the identical command
-    argv, remote = remote_of(lines[0])
+    assert len(lines) == 2  # the pre-flight here, then one ssh, --worker=all: every worker gets the same command
+    argv, remote = remote_of(lines[1])
     assert "--worker=all" in argv and not any(a.startswith("--worker=") and a != "--worker=all" for a in argv)
     assert train_argv(remote) == TRAIN_ARGS  # arguments round-trip through both levels of quoting
     assert "setsid nohup python train.py" in remote
@@ -122,7 +122,7 @@ def test_launch_remote_line_runs_in_a_shell(tmp_path):
 def test_launch_options(capsys):
     lines = dry_run(capsys, launch, TPU + ["--run_name", "r", "--restart", "--env", "TF_CPP_MIN_LOG_LEVEL=3",
                                            "--env", "X=a b", "--project", "my-proj", "--dry_run", "--", "--x=1"])
-    argv = shlex.split(lines[0])
+    argv = shlex.split(lines[-1])
     assert "--project=my-proj" in argv
     remote = argv[-1]
     assert "kill -TERM -- -" in remote and "exit 1" not in remote
@@ -255,3 +255,21 @@ def test_launch_sample_py_on_every_worker(capsys):
     argv, remote = remote_of(lines[0])
     assert "--worker=all" in argv
     assert "setsid nohup python sample.py --checkpoint=gs://b/runs/1b" in remote and "train.py" not in remote
+
+
+def test_launch_compiles_the_step_for_the_slice_first_unless_skipped(capsys):
+    """The pre-flight runs here, before the ssh; the slice comes from --accelerator_type or gcloud."""
+    lines = dry_run(capsys, launch, TPU + ["--run_name", "r", "--accelerator_type", "v4-64", "--dry_run", "--"]
+                    + TRAIN_ARGS)
+    argv = shlex.split(lines[0])
+    assert argv[1].endswith("tpu/preflight.py") and argv[2] == "--topology=v4-64" and argv[3:] == TRAIN_ARGS
+    assert lines[1].startswith("gcloud compute tpus tpu-vm ssh")
+    asked = dry_run(capsys, launch, TPU + ["--run_name", "r", "--dry_run", "--"] + TRAIN_ARGS)[0]
+    assert ('--topology="$(gcloud compute tpus tpu-vm describe codelm-v4 --zone=us-central2-b '
+            "'--format=value(acceleratorType)')\"") in asked
+    assert shlex.split(asked)[3:] == TRAIN_ARGS  # after the topology, train.py's arguments unchanged
+    assert launch.main(TPU + ["--run_name", "r", "--skip_preflight", "--dry_run", "--"] + TRAIN_ARGS) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip().splitlines()) == 1 and "--skip_preflight" in captured.err
+    assert len(dry_run(capsys, launch, TPU + ["--run_name", "s", "--program", "sample.py", "--dry_run", "--",
+                                              "--checkpoint=gs://b/r"])) == 1

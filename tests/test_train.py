@@ -463,6 +463,9 @@ def test_an_input_state_saved_with_a_relative_corpus_path_restores_from_another_
   checkpointer = Checkpointer(str(tmp_path / "ckpt"), async_save=False)
   checkpointer.save(2, {"w": jnp.ones(2)}, {"batches": 2}, force=True, input_state=loop.input_state(batches))
   expected = next(batches)
+  # What the pre-flight compiles the step for (training.step.abstract_batch) is what the stream yields.
+  from training.step import BATCH_FEATURES
+  assert sorted(expected) == sorted(BATCH_FEATURES) and {v.dtype for v in expected.values()} == {np.dtype(np.int32)}
 
   monkeypatch.chdir(corpus)  # a copied run resumed from elsewhere, the same corpus named absolutely
   register_corpus(str(root), str(root / "spm.model"), rows=64, sequence_length=64)

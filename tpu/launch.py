@@ -10,7 +10,11 @@ the connection does not stop training; stdout and stderr go to a log per worker,
 ~/codelm_logs/RUN_NAME-workerN.log, with ~/codelm_logs/latest.log pointing at it and the process id in
 ~/codelm_logs/train.pid. A worker whose previous train.py is still running refuses to start a second
 one (the TPU is in use) unless --restart is given, which stops the old process group first.
-MODEL_DIR must be storage every worker sees (gs://...). Watch with tpu/logs.py. `--program sample.py`
+MODEL_DIR must be storage every worker sees (gs://...). Watch with tpu/logs.py.
+Before anything reaches the pod, the pre-flight (tpu/preflight.py) compiles the run's training step
+for the slice on this machine and refuses a configuration that does not fit in HBM; the slice's
+accelerator type comes from --accelerator_type or from `gcloud ... describe`. --skip_preflight skips
+it (saying so); it needs libtpu here (`make tpu_compiler`). `--program sample.py`
 runs sample.py the same way (--prompts must exist on every worker; worker 0 writes --output on its disk).
 
 Example (v4-64):
@@ -48,6 +52,10 @@ def build_parser():
   p.add_argument("--program", default="train.py", choices=("train.py", "sample.py"),
                  help="the entry point every worker runs with the args after `--` (default: train.py); "
                       "sample.py splits its rows over the whole pod and worker 0 writes the predictions")
+  p.add_argument("--accelerator_type", type=common.accelerator_type, default=None,
+                 help="the slice (e.g. v4-64) the pre-flight compiles for (default: asked from gcloud)")
+  p.add_argument("--skip_preflight", action="store_true",
+                 help="launch without compiling the step for the slice first (tpu/preflight.py)")
   p.usage = "%(prog)s --name NAME --zone ZONE [options] -- TRAIN_ARGS..."
   return p
 
@@ -76,6 +84,17 @@ def remote_command(train_args: list[str], run_name: str, env: list[str], restart
   )
 
 
+def preflight_command(train_args: list[str], accelerator: str | None, name: str, zone: str,
+                      project: str | None) -> common.Command:
+  """tpu/preflight.py on this machine for the slice: its exit status 1 (does not fit) stops the launch."""
+  script = [sys.executable, str(Path(__file__).resolve().parent / "preflight.py")]
+  if accelerator:
+    return script + [f"--topology={accelerator}"] + train_args
+  describe = ["gcloud", "compute", "tpus", "tpu-vm", "describe", name, f"--zone={zone}",
+              *([f"--project={project}"] if project else []), "--format=value(acceleratorType)"]
+  return (f'{shlex.join(script)} --topology="$({shlex.join(describe)})" {shlex.join(train_args)}')
+
+
 def main(argv=None) -> int:
   p = build_parser()
   args, train_args = common.parse_with_train_args(p, argv)
@@ -84,7 +103,14 @@ def main(argv=None) -> int:
     p.error(f"argument --run_name: {run_name!r} may only contain letters, digits, '_', '.', '-'")
   common.warn_local_model_dir(train_args)
   remote = remote_command(train_args, run_name, args.env, args.restart, args.program)
-  return common.run_commands([common.gcloud_ssh(args.name, args.zone, args.project, remote)], args.dry_run)
+  commands = [common.gcloud_ssh(args.name, args.zone, args.project, remote)]
+  if args.program == "train.py":
+    if args.skip_preflight:
+      print("warning: --skip_preflight: the training step is not compiled for the slice before launch",
+            file=sys.stderr)
+    else:
+      commands.insert(0, preflight_command(train_args, args.accelerator_type, args.name, args.zone, args.project))
+  return common.run_commands(commands, args.dry_run)
 
 
 if __name__ == "__main__":

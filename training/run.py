@@ -186,6 +186,16 @@ def restore_pretrained_params(checkpoints: str, model: Decoder, shardings) -> tu
   return found
 
 
+def schedule_and_optimizer(config: TrainConfig):
+  """The learning-rate schedule and the optimizer the config names."""
+  warmup = int(config.warmup_fraction * config.train_steps)
+  schedule = (rsqrt_schedule(config.base_learning_rate, warmup) if config.lr_schedule == "rsqrt"
+              else warmup_linear_decay_schedule(config.base_learning_rate, warmup, config.train_steps))
+  optimizer = (adafactor(schedule, config.clip_global_norm) if config.optimizer == "adafactor"
+               else adamw(schedule, config.weight_decay, config.clip_global_norm))
+  return schedule, optimizer
+
+
 def train(config: TrainConfig, gin_config_str: str = "") -> dict:
   """Trains until config.train_steps, resuming from the newest good checkpoint; a SIGTERM saves and
   returns early. Returns the last logged metrics."""
@@ -201,11 +211,7 @@ def train(config: TrainConfig, gin_config_str: str = "") -> dict:
   model_config = model_config_for(config, vocabulary.vocab_size)
   base_model = Decoder(model_config)
   model = Decoder(model_config, lora=config.lora)
-  warmup = int(config.warmup_fraction * config.train_steps)
-  schedule = (rsqrt_schedule(config.base_learning_rate, warmup) if config.lr_schedule == "rsqrt"
-              else warmup_linear_decay_schedule(config.base_learning_rate, warmup, config.train_steps))
-  optimizer = (adafactor(schedule, config.clip_global_norm) if config.optimizer == "adafactor"
-               else adamw(schedule, config.weight_decay, config.clip_global_norm))
+  schedule, optimizer = schedule_and_optimizer(config)
   mesh = sharding.make_mesh(*config.mesh_shape)
   batch_sharding = NamedSharding(mesh, sharding.batch_spec())
 

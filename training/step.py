@@ -17,6 +17,14 @@ from model.loss import LossSums, cross_entropy_with_z_loss
 from model.transformer import Decoder, init_params
 
 Batch = Mapping[str, jax.Array]  # SeqIO DecoderFeatureConverter features, each [B, T]
+# What the packed training stream yields (int32 [B, T] each; data/stream.py), as the step reads it.
+BATCH_FEATURES = ("decoder_input_tokens", "decoder_target_tokens", "decoder_loss_weights", "decoder_positions",
+                  "decoder_segment_ids", "decoder_causal_attention")
+
+
+def abstract_batch(batch_size: int, length: int, sharding=None) -> dict[str, jax.ShapeDtypeStruct]:
+  """A training batch's shapes and types without data: for compiling the step ahead of time."""
+  return {name: jax.ShapeDtypeStruct((batch_size, length), jnp.int32, sharding=sharding) for name in BATCH_FEATURES}
 
 
 @flax.struct.dataclass
@@ -157,14 +165,23 @@ def jit_train_step(model: Decoder, optimizer: optax.GradientTransformation, shar
   state's buffers are donated (a step holds one state, not two) and the metrics come back replicated.
   With `frozen` (LoRA's base parameters, laid out as `frozen_shardings`) the returned step closes over
   them: still step(state, batch)."""
+  jitted = jitted_train_step(model, optimizer, shardings, batch_sharding, z_loss, microbatches, frozen_shardings,
+                             dropout_seed)
+  return jitted if frozen is None else lambda state, batch: jitted(state, batch, frozen)
+
+
+def jitted_train_step(model: Decoder, optimizer: optax.GradientTransformation, shardings: TrainState,
+                      batch_sharding, z_loss: float = 1e-4, microbatches: int = 1, frozen_shardings: Any = None,
+                      dropout_seed: int | None = None):
+  """The jax.jit of train_step: step(state, batch), or with `frozen_shardings` (LoRA)
+  step(state, batch, frozen), which can be lowered and compiled ahead of time (tpu/preflight.py)."""
   step = functools.partial(train_step, model=model, optimizer=optimizer, z_loss=z_loss, microbatches=microbatches,
                            dropout_seed=dropout_seed)
-  if frozen is None:
+  if frozen_shardings is None:
     return jax.jit(step, in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None),
                    donate_argnums=0)
-  jitted = jax.jit(step, in_shardings=(shardings, batch_sharding, frozen_shardings), out_shardings=(shardings, None),
-                   donate_argnums=0)
-  return lambda state, batch: jitted(state, batch, frozen)
+  return jax.jit(step, in_shardings=(shardings, batch_sharding, frozen_shardings), out_shardings=(shardings, None),
+                 donate_argnums=0)
 
 
 def jit_eval_step(model: Decoder, param_shardings: Any, batch_sharding, frozen: Any = None,
