@@ -54,7 +54,8 @@ def cell(report: dict) -> str:
     return f"no: needs {needed / 2**30:.1f} of {usable / 2**30:.1f} GiB"
   total = report["total_bytes"] / 2**30
   verdict = "fits" if report["fits"] else "no"
-  return f"{verdict}: {total:.1f} GiB, ~{report['estimated_step_s']:.2f} s/step"
+  step = report["traced_flops"] / parse_slice(report["slice"]).chip.peak_bf16_flops  # preflight's estimate
+  return f"{verdict}: {total:.1f} GiB, ≥{step:.2f} s/step"
 
 
 def main() -> int:
@@ -74,6 +75,7 @@ def main() -> int:
     for size in args.sizes:
       for slice_name in args.slices:
         report = done.get((setup, size, slice_name)) or run_one(size, slice_name, extra)
+        report["slice"] = slice_name
         results.append({"setup": setup, "size": size, "slice": slice_name, "report": report})
         print(f"[{len(results)}/{total}] {size} on {slice_name}, {setup}: {cell(report)} "
               f"(pre-flight {report['wall_s']:.0f} s)", flush=True)

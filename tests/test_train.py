@@ -464,11 +464,13 @@ def test_an_input_state_saved_with_a_relative_corpus_path_restores_from_another_
   checkpointer.save(2, {"w": jnp.ones(2)}, {"batches": 2}, force=True, input_state=loop.input_state(batches))
   expected = next(batches)
   # What the pre-flight compiles the step for (training.step.abstract_batch) is what the stream yields.
-  from training.step import BATCH_FEATURES
-  assert sorted(expected) == sorted(BATCH_FEATURES) and {v.dtype for v in expected.values()} == {np.dtype(np.int32)}
+  from training.step import abstract_batch
+  assert sorted(expected) == sorted(abstract_batch(4, 64, prefix_lm=False))  # code_python: a plain LM task
+  assert {v.dtype for v in expected.values()} == {np.dtype(np.int32)}
 
   monkeypatch.chdir(corpus)  # a copied run resumed from elsewhere, the same corpus named absolutely
   register_corpus(str(root), str(root / "spm.model"), rows=64, sequence_length=64)
   again = TrainBatches("code_python", 64, 4, seed=0)
   assert loop.resume_input(checkpointer, 2, again, 2)
   assert all(np.array_equal(value, expected[key]) for key, value in next(again).items())
+  assert sorted(next(TrainBatches("code_python_ul2", 64, 4, seed=0))) == sorted(abstract_batch(4, 64))  # prefix LM

@@ -22,9 +22,12 @@ BATCH_FEATURES = ("decoder_input_tokens", "decoder_target_tokens", "decoder_loss
                   "decoder_segment_ids", "decoder_causal_attention")
 
 
-def abstract_batch(batch_size: int, length: int, sharding=None) -> dict[str, jax.ShapeDtypeStruct]:
-  """A training batch's shapes and types without data: for compiling the step ahead of time."""
-  return {name: jax.ShapeDtypeStruct((batch_size, length), jnp.int32, sharding=sharding) for name in BATCH_FEATURES}
+def abstract_batch(batch_size: int, length: int, sharding=None, prefix_lm: bool = True
+                   ) -> dict[str, jax.ShapeDtypeStruct]:
+  """A training batch's shapes and types without data: for compiling the step ahead of time. A plain
+  language-model task has no `decoder_causal_attention` (UL2 and prompt -> completion tasks do)."""
+  names = BATCH_FEATURES if prefix_lm else tuple(n for n in BATCH_FEATURES if n != "decoder_causal_attention")
+  return {name: jax.ShapeDtypeStruct((batch_size, length), jnp.int32, sharding=sharding) for name in names}
 
 
 @flax.struct.dataclass
