@@ -440,7 +440,7 @@ class Sampler:
         spec((num_prompts,), jnp.uint32), spec(key_data.shape, key_data.dtype), spec((num_prompts * num_samples,),
                                                                                      jnp.int32),
         spec((num_prompts,), jnp.bool_), num_samples, slots, group, config, self.model.config.vocab_size)
-    compiled_init = init.compile()
+    compiled_init = init.compile()  # the layout of the state it makes is the compiler's choice
     state = jax.tree.map(lambda shape, where: jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=where),
                          compiled_init.out_info, compiled_init.output_shardings)
     window = config.max_decode_length

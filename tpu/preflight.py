@@ -134,6 +134,24 @@ def compile_or_overshoot(lowered) -> Any:
     raise DoesNotFit(text) from None
 
 
+def compiled_figures(lower, slice_) -> tuple[Any, dict]:
+  """(the compiled program or None, its figures): `lower()` compiled, timed from the lowering, and
+  either its memory per chip against the chip's HBM and XLA's cost analysis, or XLA's refusal."""
+  began = time.perf_counter()
+  try:
+    compiled = compile_or_overshoot(lower())
+  except DoesNotFit as error:
+    return None, {"fits": False, "compile_s": time.perf_counter() - began,
+                  "error": str(error).strip().splitlines()[0][:600], "overshoot": overshoot_of(str(error))}
+  memory = Memory.of(compiled)
+  xla = compiled.cost_analysis()
+  xla = xla[0] if isinstance(xla, list) else xla
+  return compiled, {"compile_s": time.perf_counter() - began, "memory": dataclasses.asdict(memory),
+                    "total_bytes": memory.total, "hbm_bytes": slice_.chip.hbm_bytes,
+                    "fits": memory.total <= slice_.chip.hbm_bytes, "xla_flops": float(xla.get("flops", 0.0)),
+                    "xla_bytes_accessed": float(xla.get("bytes accessed", 0.0))}
+
+
 # ---- the training step ----------------------------------------------------------------------------
 
 
@@ -178,42 +196,24 @@ def train_step_report(config, model_config, slice_, devices) -> dict:
     step = jitted_train_step(model, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches,
                              frozen_shardings, dropout_seed)
     arguments = (state, batch) if frozen is None else (state, batch, frozen)
-    began = time.perf_counter()
-    lowered = step.lower(*arguments)
-    traced = traced_flops(lambda *a: train_step(*a, model=model, optimizer=optimizer, z_loss=config.z_loss,
-                                                microbatches=config.microbatches, dropout_seed=dropout_seed),
-                          *arguments)
     report = {"program": "train step", "mesh": dict(zip(sharding.MESH_AXES, mesh_shape)),
               "batch": [config.batch_size, length], "microbatches": config.microbatches,
               "remat": model_config.remat.value, "lora": config.lora is not None}
-    try:
-      compiled = compile_or_overshoot(lowered)
-    except DoesNotFit as error:
-      report.update(fits=False, compile_s=time.perf_counter() - began, error=str(error).strip().splitlines()[0][:600],
-                    overshoot=overshoot_of(str(error)))
+    compiled, figures = compiled_figures(lambda: step.lower(*arguments), slice_)
+    report.update(figures)
+    if compiled is None:
       return report
-  report["compile_s"] = time.perf_counter() - began
+    traced = traced_flops(lambda *a: train_step(*a, model=model, optimizer=optimizer, z_loss=config.z_loss,
+                                                microbatches=config.microbatches, dropout_seed=dropout_seed),
+                          *arguments)
   chips = len(devices)
-  xla = compiled.cost_analysis()
-  xla = xla[0] if isinstance(xla, list) else xla
-  model_flops = flops_per_token(model_config, length) * config.batch_size * length / chips
-  report.update(memory=dataclasses.asdict(Memory.of(compiled)), xla_flops=float(xla.get("flops", 0.0)),
-                xla_bytes_accessed=float(xla.get("bytes accessed", 0.0)), traced_flops=traced / chips,
-                model_flops=model_flops)
-  return _with_roofline(report, slice_)
-
-
-def _with_roofline(report: dict, slice_) -> dict:
-  """Fits or not, and the estimate: the step's FLOPs at the chip's bf16 peak, a lower bound on its
-  time that a compute-bound step (batch 256 x 2048 is) approaches; the MFU it would mean is at most
-  the model's FLOPs over the step's (what rematerialisation costs). No memory-traffic term: XLA's
-  bytes accessed count a loop body once and move with its fusion choices (kept, raw, in the JSON)."""
-  memory = Memory(**report["memory"])
-  chip = slice_.chip
-  report["total_bytes"] = memory.total
-  report["hbm_bytes"] = chip.hbm_bytes
-  report["fits"] = memory.total <= chip.hbm_bytes
-  report["estimated_step_s"] = report["traced_flops"] / chip.peak_bf16_flops
+  # The estimate: the step's FLOPs at the chip's bf16 peak, a lower bound on its time that a
+  # compute-bound step (batch 256 x 2048 is) approaches; the MFU it would mean is at most the model's
+  # FLOPs over the step's (what rematerialisation costs). No memory-traffic term: XLA's bytes accessed
+  # count a loop body once and move with its fusion choices (kept, raw, in the JSON).
+  report.update(traced_flops=traced / chips,
+                model_flops=flops_per_token(model_config, length) * config.batch_size * length / chips)
+  report["estimated_step_s"] = report["traced_flops"] / slice_.chip.peak_bf16_flops
   report["estimated_mfu"] = min(1.0, report["model_flops"] / report["traced_flops"])
   return report
 
@@ -242,26 +242,12 @@ def sampler_report(model_config, slice_, devices, mesh_shape, rows: int, num_pro
   report = {"program": "decode loop", "mesh": dict(zip(sharding.MESH_AXES, shape)), "rows": rows,
             "prompts": num_prompts, "samples_per_prompt": num_samples, "prompt_length": width,
             "max_decode_length": max_decode_length, "chunk_length": config.chunk_length}
-  began = time.perf_counter()
   with sharding.activation_sharding(mesh):
-    try:
-      _, decode = sampler.lower(num_prompts, width, num_samples, config)
-      compiled = compile_or_overshoot(decode)
-    except DoesNotFit as error:
-      report.update(fits=False, compile_s=time.perf_counter() - began, error=str(error).strip().splitlines()[0][:600],
-                    overshoot=overshoot_of(str(error)))
-      return report
-  report["compile_s"] = time.perf_counter() - began
-  xla = compiled.cost_analysis()
-  xla = xla[0] if isinstance(xla, list) else xla
-  report.update(memory=dataclasses.asdict(Memory.of(compiled)), xla_flops=float(xla.get("flops", 0.0)),
-                xla_bytes_accessed=float(xla.get("bytes accessed", 0.0)))
-  memory = Memory(**report["memory"])
-  report["total_bytes"], report["hbm_bytes"] = memory.total, slice_.chip.hbm_bytes
-  report["fits"] = memory.total <= slice_.chip.hbm_bytes
-  # Decoding is bound by reading the parameters and the caches once per step (the arguments).
-  report["estimated_decode_step_s"] = memory.arguments / slice_.chip.hbm_bytes_per_s
-  report["estimated_tokens_per_s"] = rows / report["estimated_decode_step_s"]
+    compiled, figures = compiled_figures(lambda: sampler.lower(num_prompts, width, num_samples, config)[1], slice_)
+  report.update(figures)
+  if compiled is not None:  # decoding is bound by reading the parameters and the caches once per step
+    report["estimated_decode_step_s"] = figures["memory"]["arguments"] / slice_.chip.hbm_bytes_per_s
+    report["estimated_tokens_per_s"] = rows / report["estimated_decode_step_s"]
   return report
 
 
