@@ -110,3 +110,22 @@ def test_without_libtpu_the_error_says_how_to_install_it(monkeypatch):
   monkeypatch.setattr(preflight, "find_libtpu", lambda: None)
   with pytest.raises(RuntimeError, match=r"make tpu_compiler.*pip install -e '\.\[tpu\]'"):
     preflight.topology_devices(parse_slice("v5e-4"))
+
+
+@needs_libtpu
+def test_lora_fine_tuning_compiles_from_the_pretrained_runs_model_without_a_corpus(tmp_path):
+  """runs/finetune_lora.gin defines no CORPUS_DIR and leaves MODEL_DIR required: the pre-flight needs
+  only PRETRAINED_DIR's run.json. The frozen base is not trained, so the step's FLOPs are the
+  forward and the activations' backward: about 4N per token where full training is 6N."""
+  from model.config import get_config
+  from training.run_info import write_run_info
+
+  (tmp_path / "pretrained").mkdir()
+  write_run_info(str(tmp_path / "pretrained"), get_config("tiny", max_length=512), str(tmp_path / "spm.model"))
+  code, out, err = _preflight("--gin_file=gin_configs/runs/finetune_lora.gin",
+                              f"--gin.PRETRAINED_DIR='{tmp_path / 'pretrained'}'", "--topology=v5e-4",
+                              f"--json={tmp_path / 'r.json'}")
+  assert code == 0, err[-3000:]
+  report = json.loads((tmp_path / "r.json").read_text())["reports"][0]
+  assert report["lora"] and report["fits"] and report["batch"] == [16, 512] and ", LoRA" in out
+  assert 0.55 < report["traced_flops"] / report["model_flops"] < 0.8, report

@@ -183,11 +183,12 @@ def train_step_report(config, model_config, slice_, devices) -> dict:
   prefix_lm = "inputs" in config.task_feature_lengths or config.practical_tasks is not None
   batch = abstract_batch(config.batch_size, length, batch_sharding, prefix_lm)
   frozen = frozen_shardings = None
+  if config.lora:  # the frozen base, laid out as training restores it (unboxed outside the mesh context)
+    base = Decoder(model_config)
+    frozen_shardings = sharding.param_shardings(base, mesh)
+    frozen = abstract_with_shardings(nn.unbox(sharding.abstract_params(base)), frozen_shardings)
   with sharding.activation_sharding(mesh):
     if config.lora:
-      base = Decoder(model_config)
-      frozen_shardings = sharding.param_shardings(base, mesh)
-      frozen = abstract_with_shardings(nn.unbox(sharding.abstract_params(base)), frozen_shardings)
       abstract, shardings = lora_state_shardings(model, optimizer, mesh)
     else:
       abstract, shardings = state_shardings(model, optimizer, mesh, config.optimizer)
@@ -353,11 +354,11 @@ def _gin_value(name: str) -> Any:
     value = gin.query_parameter(name)
   except ValueError:
     return None
-  while isinstance(value, gin.config.ConfigurableReference):
-    if value.selector == "gin.REQUIRED":
+  while isinstance(value, gin.config.ConfigurableReference):  # a macro: str() is "%NAME"
+    if str(value) == "%gin.REQUIRED":
       return None
     try:
-      value = gin.query_parameter(f"%{value.selector}")
+      value = gin.query_parameter(str(value))
     except ValueError:
       return None
   return value
@@ -374,9 +375,16 @@ def train_config_from_gin(gin_files: Sequence[str], bindings: Sequence[str]):
   import gin_flags
   import train as train_entry
 
+  def left_required(macro: str) -> bool:  # defined by a file as %gin.REQUIRED (not merely undefined)
+    try:
+      value = gin.query_parameter(f"%{macro}")
+    except ValueError:
+      return False
+    return isinstance(value, gin.config.ConfigurableReference) and str(value) == "%gin.REQUIRED"
+
   try:  # which of the unused macros the files leave unset (gin_flags.parse_gin reports file errors)
     gin.parse_config_files_and_bindings(gin_files, [], finalize_config=False)
-    unset = [m for m in _UNUSED_MACROS if _gin_value(f"%{m}") is None and not any(
+    unset = [m for m in _UNUSED_MACROS if left_required(m) and not any(
         b.split("=", 1)[0].strip() == m for b in bindings)]
   except (ValueError, OSError):
     unset = []
