@@ -129,3 +129,16 @@ def test_lora_fine_tuning_compiles_from_the_pretrained_runs_model_without_a_corp
   report = json.loads((tmp_path / "r.json").read_text())["reports"][0]
   assert report["lora"] and report["fits"] and report["batch"] == [16, 512] and ", LoRA" in out
   assert 0.55 < report["traced_flops"] / report["model_flops"] < 0.8, report
+
+
+@needs_libtpu
+def test_accumulation_and_remat_are_the_runs_own(tmp_path):
+  """microbatches and the remat policy reach the compiled step: full remat recomputes the layers'
+  forward, so the step counts more FLOPs than the model's formula."""
+  code, out, err = _preflight(*TINY, "--gin.BATCH_SIZE=8", "--gin.train.microbatches=2",
+                              "--gin.train.model_overrides={'remat': 'full'}", "--topology=v5e-4",
+                              f"--json={tmp_path / 'r.json'}")
+  assert code == 0, err[-3000:]
+  report = json.loads((tmp_path / "r.json").read_text())["reports"][0]
+  assert report["microbatches"] == 2 and report["remat"] == "full" and "microbatches 2, remat full" in out
+  assert report["traced_flops"] > 1.1 * report["model_flops"] and report["estimated_mfu"] < 0.95
