@@ -13,13 +13,16 @@ library this project writes gs:// through pointed at it.
 Credentials: GOOGLE_AUTH_TOKEN_FOR_TESTING (TensorFlow, TensorStore); google-cloud-storage goes
 anonymous when it talks to an emulator.
 
-`python tests/gcs_emulator.py PORT BUCKET` runs the emulator with three fixes to what it does with
+`python tests/gcs_emulator.py PORT BUCKET` runs the emulator with four fixes to what it does with
 requests TensorFlow sends (real GCS does all three right):
   - a body sent with Transfer-Encoding: chunked and a Content-Length is read as chunked (RFC 9112 6.3;
     the emulator read Content-Length bytes of the chunked framing: objects began "5\\r\\nhello");
   - an empty upload (a directory marker, an empty file) is stored empty (the emulator failed on it);
   - the URLs it hands back (a resumable upload's Location) name itself, not the Host header
     (www.googleapis.com: TensorFlow would then PUT to that host over plain HTTP, past the proxy).
+  - a download carries the object's generation (x-goog-generation), as GCS's does: TensorStore takes
+    a missing one for generation 0 and then refuses its next conditional write of that object
+    ("Malformed StorageGeneration": OCDBT's manifest, when it had to read it back).
 """
 
 from __future__ import annotations
@@ -207,6 +210,20 @@ def _serve(port: int, proxy_port: int, bucket: str, certificate: str, key: str) 
     data = read(handler, query)
     return b"" if data is None and handler.command in ("POST", "PUT") and "uploadType" in query else data
 
+  from gcp_storage_emulator.handlers import objects
+
+  download = objects.download
+
+  def download_with_generation(request, response, storage, *args, **kwargs):
+    try:  # before the content: a write in between gives a newer object, never an older generation
+      stored = storage.get_file_obj(request.params["bucket_name"], request.params["object_id"])
+    except Exception:  # noqa: BLE001 - not there: download answers 404 itself
+      stored = {}
+    download(request, response, storage, *args, **kwargs)
+    if stored.get("generation") and response.status in (200, 206):
+      response["x-goog-generation"] = str(stored["generation"])
+      response["x-goog-metageneration"] = str(stored.get("metageneration", 1))
+
   init = server.Request.__init__
 
   def init_with_own_address(self, handler, method):
@@ -220,6 +237,11 @@ def _serve(port: int, proxy_port: int, bucket: str, certificate: str, key: str) 
   server._read_raw_data = read_raw_chunked_first
   server._read_data = read_empty_upload
   server.Request.__init__ = init_with_own_address
+  objects.download = download_with_generation  # objects.get's alt=media calls it by this name
+  for _, handlers in server.HANDLERS:
+    for method, handler in list(handlers.items()):
+      if handler is download:
+        handlers[method] = download_with_generation
   emulator = server.create_server("127.0.0.1", port, in_memory=True, default_bucket=bucket)
   TlsProxy(certificate, key, port, proxy_port)
   emulator.run()

@@ -117,6 +117,24 @@ def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
   assert not os.path.exists(os.path.join(ROOT, "gs:")), "something wrote ./gs:/ in the repository"
 
 
+def test_a_read_object_can_be_rewritten_on_the_generation_read(tmp_path):
+  """OCDBT (orbax's checkpoints) rewrites its manifest on the generation it last read. The emulator's
+  downloads carried none, TensorStore read generation 0 and refused the rewrite ("Malformed
+  StorageGeneration"): a resumed run on gs:// failed on a slower machine. tests/gcs_emulator.py now
+  sends it, as GCS does."""
+  pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
+  import tensorstore as ts
+
+  bucket = f"codelm-{uuid.uuid4().hex[:12]}"
+  with gcs_emulator.gcs(bucket, str(tmp_path)):
+    store = ts.KvStore.open({"driver": "gcs", "bucket": bucket}).result()
+    written = store.write("run/manifest.ocdbt", b"first").result().generation
+    read = store.read("run/manifest.ocdbt").result()
+    assert read.value == b"first" and read.stamp.generation == written
+    store.write("run/manifest.ocdbt", b"second", if_equal=read.stamp.generation).result()
+    assert store.read("run/manifest.ocdbt").result().value == b"second"
+
+
 @pytest.mark.parametrize("create", [True, False])
 def test_checkpoints_on_ram_are_refused_by_name(create):
   """orbax cannot write TensorFlow's ram:// (it failed with KeyError: 'ram://'): a refusal that says so,
