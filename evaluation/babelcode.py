@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluation import typed
-from evaluation.prompts import resolve_language
+from evaluation.languages import resolve_language
 import storage
 
 LEAVES = {"boolean": "bool", "integer": "int", "long": "int", "float": "float", "double": "float",

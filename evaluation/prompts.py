@@ -42,7 +42,10 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from data.languages import LANGUAGES, Language
+from data.languages import Language
+from evaluation.humaneval_typed import canonical_completion, load_problems
+from evaluation.languages import MODULES, get, parse_languages, resolve_language
+from evaluation.typed import load_benchmark
 import storage
 from storage import read_jsonl
 
@@ -53,10 +56,6 @@ TRANSLATION_TEMPLATE = (
     "Translate the following {source} program to {target}:\n\n{source_code}\n\n"
     "{target} Translation:\n\n{target_signature}")
 
-# Lowercased names -> language: codelm's ("cpp", "csharp") and the paper's display names ("C++",
-# "C#") cover all 14 of BabelCode's spellings of them ("C++", "CSharp", "Javascript", ...).
-_BY_ANY_NAME: dict[str, Language] = {
-    **{l.name: l for l in LANGUAGES}, **{l.display_name.lower(): l for l in LANGUAGES}}
 # BabelCode languages the paper does not evaluate: skipped rather than an error, since BabelCode's
 # generated datasets hold every language it supports.
 _OUTSIDE_PAPER = frozenset({"kotlin", "scala", "elixir"})
@@ -77,24 +76,12 @@ def translation_prompt(source_language: str, target_language: str, source_code: 
                                      source_code=source_code, target_signature=target_signature)
 
 
-def resolve_language(name: str) -> Language:
-  """The language a BabelCode, codelm or display name means ("Javascript", "cpp", "C#")."""
-  language = _BY_ANY_NAME.get(str(name).strip().lower())
-  if language is None:
-    raise ValueError(f"unknown language {name!r}; choose one of "
-                     f"{', '.join(l.display_name for l in LANGUAGES)}")
-  return language
-
-
 def humaneval_prompts(template: bool = True, limit: int | None = None,
                       languages: Sequence[str] = ("python",), benchmark: str = "humaneval") -> list[dict]:
   """HumanEval's typed problems (evaluation/data/humaneval_typed.jsonl) as prompts in each language,
   in the benchmark's order, language by language. Each record carries the language's stop sequences
   (`stop`; sampling/stops.py says how much of one stays in the completion) and `entry_fn_name` in the
   language's naming convention."""
-  from evaluation.languages import get
-  from evaluation.score import load_benchmark
-
   questions = list(load_benchmark(benchmark).values())[:limit]
   prompts = []
   for name in languages:
@@ -110,9 +97,6 @@ def humaneval_prompts(template: bool = True, limit: int | None = None,
 def python_sources(questions) -> dict[str, str]:
   """Each typed HumanEval problem's Python canonical solution as a whole program: the typed Python
   signature (no docstring) and HumanEval's canonical body, the prompt's imports and helpers inside it."""
-  from evaluation.humaneval_typed import canonical_completion, load_problems
-  from evaluation.languages import get
-
   problems = load_problems()
   python = get("python")
   return {q.qid: python.signature(q) + canonical_completion(problems[q.qid]).rstrip() + "\n"
@@ -128,9 +112,6 @@ def translation_prompts(benchmark: str = "humaneval", source_language: str = "py
   template with the target's signature and no docstring (Renderer.signature), as the paper's
   translation prompts give it. The completion continues that signature, so the predictions score
   against the same benchmark (`python -m evaluation.score --benchmark ... --k 1,25`)."""
-  from evaluation.languages import MODULES, get
-  from evaluation.score import load_benchmark
-
   source = resolve_language(source_language)
   questions = list(load_benchmark(benchmark).values())[:limit]
   if sources is None:
@@ -292,7 +273,6 @@ def main(argv: Sequence[str] | None = None) -> int:
   skipped: collections.Counter = collections.Counter()
   try:
     if args.command in ("humaneval", "typed"):
-      from evaluation.score import parse_languages
       prompts = typed_prompts("humaneval" if args.command == "humaneval" else args.benchmark, args.task,
                               getattr(args, "source_language", "python"),
                               None if args.languages is None else parse_languages(args.languages),

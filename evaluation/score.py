@@ -45,47 +45,20 @@ from collections.abc import Mapping, Sequence
 
 from evaluation import batching, beam_scoring, execution, resumable, typed
 from evaluation.judge import Status, judge
-from evaluation.languages import MODULES, NOT_EVALUATED, get
+# EVALUATED, parse_languages, BENCHMARKS and load_benchmark live with the languages and the typed
+# format; they stay importable from here, where scripts have always found them.
+from evaluation.languages import EVALUATED, NOT_EVALUATED, get, language_name, parse_languages
 from evaluation.passk import mean_pass_at_k
 from evaluation.resumable import Prediction
+from evaluation.typed import BENCHMARKS, load_benchmark
 import storage
 from storage import OutputLocked
-from data.languages import BY_NAME, LANGUAGES
+from data.languages import BY_NAME
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-BENCHMARKS = {"humaneval": os.path.join(DATA, "humaneval_typed.jsonl")}
-EVALUATED = tuple(l.name for l in LANGUAGES if l.name in MODULES)  # the paper's order
 DEFAULT_K = (1, 10, 100)
 # The paper's run-step limits (BabelCode's): 10 s, 15 s for Java and TypeScript.
 PAPER_TIMEOUT_S = 10.0
 PAPER_LONGER_TIMEOUTS_S = {"java": 15.0, "typescript": 15.0}
-
-
-def load_benchmark(benchmark: str) -> dict[str, typed.Question]:
-  if benchmark in BENCHMARKS:
-    path = BENCHMARKS[benchmark]
-  elif storage.exists(benchmark):
-    path = benchmark  # a typed question file of one's own
-  else:
-    raise ValueError(f"unknown benchmark {benchmark!r}; choose {', '.join(BENCHMARKS)} or give a "
-                     "typed question file (evaluation/typed.py)")
-  return {q.qid: q for q in typed.read_questions(path)}
-
-
-def language_name(name: str) -> str:
-  """codelm's name for any spelling: "C++", "cpp", "CSharp", "Javascript" -> "cpp", ..."""
-  from evaluation.prompts import resolve_language
-  return resolve_language(name).name
-
-
-def parse_languages(value: str) -> list[str]:
-  if value.strip().lower() == "all":
-    return list(EVALUATED)
-  names = [language_name(v) for v in value.split(",") if v.strip()]
-  for name in names:
-    if name in NOT_EVALUATED:
-      raise ValueError(f"--languages: {BY_NAME[name].display_name} is not evaluated: {NOT_EVALUATED[name]}")
-  return names
 
 
 def read_predictions(path: str, questions: Mapping[str, typed.Question]

@@ -24,8 +24,8 @@ import time
 
 from evaluation import execution, typed
 from evaluation.judge import Case, Status, judge
-from evaluation.languages import NOT_EVALUATED, get
-from evaluation.score import load_benchmark, parse_languages
+from evaluation.languages import NOT_EVALUATED, get, parse_languages
+from evaluation.typed import load_benchmark
 from data.languages import BY_NAME
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

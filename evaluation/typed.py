@@ -26,9 +26,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import storage
 
 SCALARS = ("bool", "int", "float", "string")
 GENERICS = {"list": 1, "set": 1, "optional": 1, "map": 2, "tuple": None}  # None: any arity >= 1
@@ -319,14 +322,10 @@ def question_from_json(record: dict, where: str = "question") -> Question:
 
 
 def read_questions(path: str) -> list[Question]:
-  import storage
-
   return [question_from_json(record, f"{path}:{number}") for number, record in storage.read_jsonl(path)]
 
 
 def write_questions(questions: Iterable[Question], path: str) -> None:
-  import storage
-
   storage.write_atomic(path, "".join(json.dumps(q.to_json(), ensure_ascii=False) + "\n" for q in questions))
 
 
@@ -336,3 +335,21 @@ def walk_types(type_: Type) -> Sequence[Type]:
   for arg in type_.args:
     out.extend(walk_types(arg))
   return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The benchmarks: a name codelm ships, or a typed question file of one's own.
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+BENCHMARKS = {"humaneval": os.path.join(DATA, "humaneval_typed.jsonl")}
+
+
+def load_benchmark(benchmark: str) -> dict[str, Question]:
+  if benchmark in BENCHMARKS:
+    path = BENCHMARKS[benchmark]
+  elif storage.exists(benchmark):
+    path = benchmark  # a typed question file of one's own
+  else:
+    raise ValueError(f"unknown benchmark {benchmark!r}; choose {', '.join(BENCHMARKS)} or give a "
+                     "typed question file (evaluation/typed.py)")
+  return {q.qid: q for q in read_questions(path)}
