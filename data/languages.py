@@ -65,6 +65,12 @@ def classify(path: str | os.PathLike) -> Language | None:
   return None
 
 
+def display_name(task: str) -> str:
+  """The language's display name for its task (`code_cpp`, `code_cpp_ul2` -> "C++"); other names as given."""
+  base = task[:-len("_ul2")] if task.endswith("_ul2") else task
+  return next((l.display_name for l in LANGUAGES if l.task_name == base), task)
+
+
 def get_language(name: str) -> Language:
   if name not in BY_NAME:
     raise ValueError(f"unknown language {name!r}; choose one of {', '.join(BY_NAME)}")

@@ -11,16 +11,19 @@ prints it for every mixture.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 import tqdm
 
 from data import stream
-from data.languages import LANGUAGES
-from data.mixtures import TaskStats, MixturePlan, display_name
+from data.languages import LANGUAGES, display_name
 from data.tasks import LANGUAGE_FEATURE
 from data.vocab import MODE_TOKENS, special_token_ids
+
+if TYPE_CHECKING:  # for annotations only: data.mixtures plans, this module measures, its main() prints both
+  from data.mixtures import MixturePlan, TaskStats
 
 
 @dataclasses.dataclass(frozen=True)

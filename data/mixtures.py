@@ -43,9 +43,9 @@ import seqio
 
 import storage
 
-from data import packing
+from data import mixture_shares, packing
 from objectives import ul2
-from data.languages import LANGUAGES
+from data.languages import display_name
 from data.tasks import (CachedSizes, default_cache_dir, load_sizes, register_tasks,
                               register_ul2_tasks)
 from data.unimax import natural_rates, unimax_rates
@@ -58,11 +58,6 @@ OBJECTIVES = ("", "_ul2")  # mixture and task name suffixes: plain chunks, the U
 
 def mixture_name(kind: str, suffix: str = "") -> str:
   return f"code_{kind}{suffix}"
-
-
-def display_name(task: str) -> str:
-  base = task[:-len("_ul2")] if task.endswith("_ul2") else task
-  return next((l.display_name for l in LANGUAGES if l.task_name == base), task)
 
 
 def token_shares(kind: str, tokens: Mapping[str, float], budget_tokens: float) -> dict[str, float]:
@@ -279,8 +274,6 @@ def main(argv: Sequence[str] | None = None) -> None:
   plot_rates({mixture_name(k, "_ul2"): plans[mixture_name(k, "_ul2")] for k in kinds}, plot)
   print(f"wrote {plot}")
   if args.measure:
-    from data import mixture_shares
-
     for suffix in OBJECTIVES:
       for kind in kinds:
         name = mixture_name(kind, suffix)

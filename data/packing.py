@@ -2,7 +2,7 @@
 
 A task cuts each cached document (`[code]` file `[eod]`, n tokens) into consecutive chunks: plain
 tasks into chunks of the sequence length L, `_ul2` tasks into chunks whose raw length depends on an
-objective drawn per chunk (objectives/ul2.py); the last chunk takes what is left. SeqIO mixes tasks
+objective drawn per chunk (objectives/ul2/, described by objectives/chunking.py); the last chunk takes what is left. SeqIO mixes tasks
 per example (chunk) and then packs examples into rows of L tokens.
 
 - `examples_per_pass`: the expected number of examples one pass over the documents makes, exactly,
@@ -15,38 +15,16 @@ per example (chunk) and then packs examples into rows of L tokens.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+# The description of a task's chunking lives with the objectives that make it (objectives/ul2/
+# builds one); it is re-exported here, where the counting that reads it is.
+from objectives.chunking import Chunking, plain_chunking
+
 # (document length in tokens, number of documents of that length), as the SeqIO cache pass counts them.
 LengthHistogram = Sequence[tuple[int, int]]
-
-
-@dataclasses.dataclass(frozen=True)
-class Chunking:
-  """How a task cuts documents into examples: objective j (drawn with probability rates[j]) takes a raw
-  chunk of up to raw_lengths[j] tokens, and its example takes extra_tokens(j, sizes) more in a row."""
-  raw_lengths: tuple[int, ...]
-  rates: tuple[float, ...]
-  extra_tokens: Callable[[int, np.ndarray], np.ndarray] | None = None
-
-  def __post_init__(self):
-    if len(self.raw_lengths) != len(self.rates) or not self.raw_lengths:
-      raise ValueError(f"one rate per raw length, got {self.raw_lengths} and {self.rates}")
-    if min(self.raw_lengths) < 1 or min(self.rates) < 0 or not sum(self.rates) > 0:
-      raise ValueError(f"raw lengths must be >= 1 and rates >= 0 with a positive sum: {self}")
-
-  @property
-  def probabilities(self) -> np.ndarray:
-    rates = np.asarray(self.rates, np.float64)
-    return rates / rates.sum()
-
-
-def plain_chunking(sequence_length: int) -> Chunking:
-  """A plain language task: chunks of sequence_length tokens, nothing added."""
-  return Chunking((int(sequence_length),), (1.0,))
 
 
 def _chunks_needed(max_length: int, chunking: Chunking) -> np.ndarray:

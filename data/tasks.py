@@ -31,7 +31,8 @@ import tensorflow as tf
 import storage
 from data import records
 from data.languages import LANGUAGES, Language
-from data.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, MODE_TOKENS, get_vocabulary
+from data.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, MODE_TOKENS, get_vocabulary, special_token_ids
+from objectives.ul2 import UL2Config, ul2_objectives
 
 CACHE_SUBDIR = "cache"
 
@@ -129,10 +130,7 @@ def register_tasks(corpus_dir: str, vocabulary: seqio.Vocabulary, languages: Seq
 
 def register_ul2_tasks(names: Sequence[str], config=None) -> list[str]:
   """`{name}_ul2` for each registered language task: the same documents through the UL2 + causal-LM
-  mixture (objectives/ul2.py) instead of plain chunking; features `inputs` and `targets`."""
-  from objectives.ul2 import UL2Config, ul2_objectives
-  from data.vocab import special_token_ids
-
+  mixture (objectives/ul2/) instead of plain chunking; features `inputs` and `targets`."""
   config = config or UL2Config()
   ul2_names = []
   for name in names:

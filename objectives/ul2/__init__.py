@@ -14,6 +14,8 @@ SeqIO, so the same seed gives the same batches.
 Each document ([code] + tokens + [eod]) is cut into consecutive raw chunks; each chunk draws its
 objective first and takes the raw length that lets that objective's (inputs, targets) fit the
 sequence length once concatenated (as t5's random_spans_helper does): nothing is truncated.
+
+`python -m objectives.ul2` (__main__.py) prints one example of each objective from a corpus.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from data import packing
+from objectives.chunking import Chunking
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,9 +176,9 @@ def added_tokens(config: UL2Config, objective: int, sizes: np.ndarray) -> np.nda
   return np.where(sizes >= 2, added, 0)
 
 
-def chunking(config: UL2Config, sequence_length: int, num_sentinels: int) -> packing.Chunking:
-  """How `ul2_objectives` cuts documents into examples (data/packing.py's description)."""
-  return packing.Chunking(tuple(raw_lengths(config, sequence_length, num_sentinels)), tuple(config.rates),
+def chunking(config: UL2Config, sequence_length: int, num_sentinels: int) -> Chunking:
+  """How `ul2_objectives` cuts documents into examples (data/packing.py counts what that makes)."""
+  return Chunking(tuple(raw_lengths(config, sequence_length, num_sentinels)), tuple(config.rates),
                           functools.partial(added_tokens, config))
 
 
@@ -272,45 +274,3 @@ class DecoderOnlyPrefixLMConverter(seqio.PrefixLMFeatureConverter):
   def __call__(self, dataset: tf.data.Dataset, task_feature_lengths: Mapping[str, int]) -> tf.data.Dataset:
     self._row_length = task_feature_lengths["targets"]
     return super().__call__(dataset, task_feature_lengths)
-
-
-def show_examples(task: str, sequence_length: int, seed: int = 0) -> dict[str, dict[str, str]]:
-  """The first example of each objective from a registered `_ul2` task, decoded (for people)."""
-  registered = seqio.get_mixture_or_task(task)
-  vocabulary = registered.output_features["targets"].vocabulary
-  # By name: under `python -m objectives.ul2` this module is __main__, a second copy of the function.
-  config = next(p.keywords["config"] for p in registered.preprocessors
-                if getattr(getattr(p, "func", None), "__name__", "") == "ul2_objectives")
-  dataset = registered.get_dataset({"inputs": sequence_length, "targets": sequence_length}, split="train",
-                                   shuffle=False, use_cached=False, seed=seed)
-  shown = {}
-  for example in dataset.as_numpy_iterator():
-    name = config.names[int(example["objective"])]
-    if name not in shown:
-      shown[name] = {key: vocabulary.decode(example[key].tolist()) for key in ("inputs", "targets")}
-    if len(shown) == len(config.names):
-      break
-  return shown
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-  """python -m objectives.ul2 --corpus CORPUS_DIR --vocab spm.model [--language python] [--length 128]"""
-  import argparse
-
-  from data.tasks import register_tasks, register_ul2_tasks
-  from data.vocab import get_vocabulary
-
-  parser = argparse.ArgumentParser(description="Print one decoded example of each UL2 objective.")
-  parser.add_argument("--corpus", required=True)
-  parser.add_argument("--vocab", required=True)
-  parser.add_argument("--language", default="python")
-  parser.add_argument("--length", type=int, default=128, help="sequence length (short, to read)")
-  parser.add_argument("--seed", type=int, default=0)
-  args = parser.parse_args(argv)
-  register_ul2_tasks(register_tasks(args.corpus, get_vocabulary(args.vocab)))
-  for name, example in show_examples(f"code_{args.language}_ul2", args.length, args.seed).items():
-    print(f"=== {name}\n--- inputs:\n{example['inputs']}\n--- targets:\n{example['targets']}\n")
-
-
-if __name__ == "__main__":
-  main()

@@ -1,0 +1,127 @@
+"""Imports go one way: the graph of project modules has no cycle, and no library module imports an
+entry point.
+
+The graph is read from the source with `ast` (nothing is imported, so no JAX or TensorFlow start-up):
+every `import` and `from ... import` of a project module, at module level and inside functions alike,
+since a function-level import only hides a circle until the function runs. Imports under
+`if TYPE_CHECKING:` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SKIPPED = {"tests", "docs", "codelm.egg-info"}  # and every dot-folder (.venv, .toolchains, .tpu_compiler)
+# Run, never imported: `python train.py`, `python sample.py`, `python demo.py`, the test corpus builder.
+# (A `python -m` module's own main() is not one of these: its module is a library others may import.)
+ENTRY_POINTS = ("train", "sample", "demo", "code_corpus")
+
+
+def project_modules() -> dict[str, str]:
+  """Dotted module name -> path, for every .py file of the project."""
+  modules = {}
+  for folder, subfolders, files in os.walk(ROOT):
+    subfolders[:] = sorted(s for s in subfolders if not s.startswith(".") and s not in SKIPPED
+                           and not (folder == ROOT and s in SKIPPED))
+    for file in files:
+      if file.endswith(".py"):
+        parts = os.path.relpath(os.path.join(folder, file), ROOT)[:-len(".py")].split(os.sep)
+        if parts[-1] == "__init__":
+          parts = parts[:-1]
+        modules[".".join(parts)] = os.path.join(folder, file)
+  return modules
+
+
+def _executed(tree: ast.AST):
+  """Every node but those under `if TYPE_CHECKING:`, which never runs (annotations only)."""
+  for node in ast.iter_child_nodes(tree):
+    if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+      yield from (n for child in node.orelse for n in [child, *_executed(child)])
+      continue
+    yield node
+    yield from _executed(node)
+
+
+def imported(name: str, path: str, modules: dict[str, str]) -> set[str]:
+  """The project modules `name` imports anywhere in its file."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), path)
+  package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+  found = set()
+
+  def add(dotted: str) -> None:
+    if dotted.partition(".")[0] in ENTRY_POINTS:  # code_corpus lives in tests/, outside the graph's nodes
+      dotted = dotted.partition(".")[0]
+    while dotted and dotted not in modules and dotted not in ENTRY_POINTS:  # `import a.b.c` of a name inside a.b: the module a.b
+      dotted = dotted.rpartition(".")[0]
+    if dotted and dotted != name:
+      found.add(dotted)
+
+  for node in _executed(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        add(alias.name)
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:  # relative: from the package, up level - 1 packages
+        anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+        base = ".".join(anchor + ([base] if base else []))
+      for alias in node.names:  # `from a import b` imports the module a.b where b is one
+        add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+  return found
+
+
+def import_graph() -> dict[str, set[str]]:
+  modules = project_modules()
+  return {name: imported(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+  """One cycle of the graph as a path that starts and ends at the same module, or None."""
+  state: dict[str, int] = {}  # 1: on the current path, 2: done
+  path: list[str] = []
+
+  def visit(node: str) -> list[str] | None:
+    state[node] = 1
+    path.append(node)
+    for target in sorted(graph.get(node, ())):
+      if state.get(target) == 1:
+        return path[path.index(target):] + [target]
+      if target not in state and (cycle := visit(target)):
+        return cycle
+    state[node] = 2
+    path.pop()
+    return None
+
+  for node in sorted(graph):
+    if node not in state and (cycle := visit(node)):
+      return cycle
+  return None
+
+
+def test_the_graph_sees_the_project():
+  graph = import_graph()
+  assert {"storage", "data.tasks", "objectives.ul2", "evaluation.score", "evaluation.languages.cpp"} <= set(graph)
+  assert "evaluation.languages.base" in graph["evaluation.languages.cpp"]
+  assert "storage" in graph["data.tasks"]
+
+
+def test_find_cycle_names_the_circle():
+  assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+  assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_no_import_cycles():
+  cycle = find_cycle(import_graph())
+  assert cycle is None, ("import cycle: " + " -> ".join(cycle) + " (a function-level import counts too: "
+                         "move what both need below both)")
+
+
+def test_no_library_module_imports_an_entry_point():
+  graph = import_graph()
+  library = {name for name in graph if name not in ENTRY_POINTS and not name.startswith("bench.")}
+  offending = sorted(f"{name} imports {target}" for name in library for target in graph[name]
+                     if target in ENTRY_POINTS)
+  assert not offending, "entry points are run, not imported: " + "; ".join(offending)
