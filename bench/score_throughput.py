@@ -40,7 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from evaluation import typed  # noqa: E402
+from evaluation import execution, resumable, score, typed  # noqa: E402
 from evaluation.languages import MODULES, get  # noqa: E402
 import storage  # noqa: E402
 
@@ -111,7 +111,6 @@ def before_tree(revision: str) -> str | None:
 def duplicate_share(path: str) -> float:
   """The share of a HumanEval predictions file's programs that the scorer runs no more (they repeat an
   earlier (language, problem, program) exactly), read and keyed as `evaluation.score` does."""
-  from evaluation import execution, resumable, score
   benchmark = score.typed_benchmark("humaneval", execution.Limits(), ())
   predictions, _ = score.read_predictions(path, benchmark.questions)
   distinct = {resumable.program_key(benchmark, p) for p in predictions}

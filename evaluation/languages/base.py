@@ -23,7 +23,7 @@ import keyword
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from evaluation.typed import Question, Type
+from evaluation.typed import Question, Type, walk_types
 from sampling.stops import KEEP, default_stops
 
 RECORD_PREFIX = "#codelm# "
@@ -190,7 +190,6 @@ def param_names(question: Question, convert, reserved: frozenset[str]) -> list[s
 
 def types_in(question: Question) -> set[str]:
   """Names of every type used by the question (to include only the helpers a program needs)."""
-  from evaluation.typed import walk_types
   return {t.name for ty in (*question.types, question.return_type) for t in walk_types(ty)}
 
 

@@ -50,7 +50,7 @@ import threading
 import zipfile
 
 from evaluation.languages import base, cache
-from evaluation.typed import Question, Type, default_value
+from evaluation.typed import Param, Question, TestCase, Type, default_value, parse_type
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 JAVA = f"{JAVA_HOME}/bin/java"
@@ -443,7 +443,6 @@ def _run(cwd: str, argv: list[str]) -> None:
 
 def _sample_program(classes: str) -> base.Program:
   """A program using every type, compiled against `classes`, whose javac run the archive records."""
-  from evaluation.typed import Param, TestCase, parse_type
   types = ["list<map<string,float>>", "set<int>", "optional<tuple<bool,string>>"]
   question = Question("sample", "sample", tuple(Param(f"p{i}", parse_type(t)) for i, t in enumerate(types)),
                       parse_type("tuple<int,list<optional<string>>>"), "A sample.",

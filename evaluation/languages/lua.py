@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from evaluation.languages import base
-from evaluation.typed import Question, Type, default_value
+from evaluation.typed import Question, Type, default_value, walk_types
 
 LUA = "/usr/bin/lua5.3"
 LUAC = "/usr/bin/luac5.3"
@@ -207,7 +207,6 @@ end
 
 def _nil_note(t: Type) -> str:
   """How to return a list that ends in nils, when the return type has list<optional<T>>."""
-  from evaluation.typed import walk_types
   if any(x.name == "list" and x.element.name == "optional" for x in walk_types(t)):
     return " # a list ending in nil sets field n to its length, as table.pack does"
   return ""

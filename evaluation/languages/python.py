@@ -6,7 +6,7 @@ import math
 import sys
 
 from evaluation.languages import base
-from evaluation.typed import Question, Type
+from evaluation.typed import Question, Type, default_value
 
 _TYPE_NAMES = {"bool": "bool", "int": "int", "float": "float", "string": "str"}
 # The prompt's head, as the other languages' prompts name their imports: HumanEval's own prompts
@@ -141,7 +141,6 @@ class Python(base.Renderer):
     return head + (f'    """\n{doc}\n    """\n' if doc else "")
 
   def stub(self, question: Question) -> str:
-    from evaluation.typed import default_value
     return f"    return {literal(question.return_type, default_value(question.return_type))}\n"
 
   def program(self, question: Question, completion: str) -> base.Program:

@@ -46,7 +46,7 @@ import threading
 import time
 
 from evaluation.languages import base, cache
-from evaluation.typed import Question, Type, default_value
+from evaluation.typed import Question, Type, default_value, parse_type
 
 RSCRIPT = "/usr/bin/Rscript"
 R_HOME = "/usr/lib/R"
@@ -332,7 +332,6 @@ _harness_path: list[str] = []  # the compiled harness found or built by this pro
 def _sample_globals() -> str:
   """codelm_prefix, codelm_return_type and codelm_cases of a sample program: a value of nested
   types (NA, a non-ASCII string, a map with int keys, -Inf), an error and a value of a wrong type."""
-  from evaluation.typed import parse_type
   t = parse_type("tuple<list<optional<string>>,map<int,float>,bool>")
   value = literal(t, (["a\u00e9\U0001F600", None], {1: 1.5, -2: float("-inf")}, True))
   return (f"codelm_prefix <- {string_literal(base.RECORD_PREFIX)}\n"
