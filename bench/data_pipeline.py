@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import storage  # noqa: E402
 from data import mixtures, stream  # noqa: E402
 
 
@@ -65,8 +66,7 @@ def main(argv=None) -> dict:
              "ul2_mixture": measure(args.mixture + "_ul2", args.sequence_length, args.batch_size, args.seconds),
              "sequence_length": args.sequence_length, "batch_size": args.batch_size, "cpus": os.cpu_count()}
   os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-  with open(args.output, "w") as f:
-    json.dump(results, f, indent=2)
+  storage.write_atomic(args.output, json.dumps(results, indent=2))
   print(f"wrote {args.output}")
   return results
 

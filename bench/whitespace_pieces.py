@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import sentencepiece as spm  # noqa: E402
 
+import storage  # noqa: E402
 from data import vocab  # noqa: E402
 
 
@@ -69,8 +70,7 @@ def main(argv=None) -> dict:
   results["better"] = min(vocab.WHITESPACE_MODES, key=lambda m: results["modes"][m]["mean_tokens_per_byte"])
   print(f"\nfewer tokens per byte (mean over languages): {results['better']}")
   os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-  with open(args.output, "w") as f:
-    json.dump(results, f, indent=2)
+  storage.write_atomic(args.output, json.dumps(results, indent=2))
   print(f"wrote {args.output}")
   return results
 

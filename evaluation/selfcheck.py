@@ -22,6 +22,7 @@ import os
 import sys
 import time
 
+import storage
 from evaluation import execution, typed
 from evaluation.judge import Case, Status, judge
 from evaluation.languages import NOT_EVALUATED, get, parse_languages
@@ -126,8 +127,7 @@ def main(argv=None) -> int:
   text = table(rows)
   print(text)
   if args.output:
-    with open(args.output, "w", encoding="utf-8") as f:
-      f.write(text + "\n")
+    storage.write_atomic(args.output, text + "\n")
   ok = all("missing" not in r and not r["stub_bad"] and r["correct"][0] == r["correct"][1]
            and r["wrong_failed"][0] == r["wrong_failed"][1] for r in rows)
   return 0 if ok else 1
