@@ -87,6 +87,14 @@ def glob(pattern: str) -> list[str]:
   return sorted(glob_.glob(pattern))
 
 
+def walk(top: str, onerror: Callable[[OSError], None] | None = None
+         ) -> Iterator[tuple[str, list[str], list[str]]]:
+  """os.walk, top-down: (directory, subdirectory names, file names); prune the subdirectories in place."""
+  if is_url(top):
+    return _gfile().walk(top, topdown=True, onerror=onerror)
+  return os.walk(top, topdown=True, onerror=onerror)
+
+
 def remove(path: str) -> None:
   if is_url(path):
     _gfile().remove(path)

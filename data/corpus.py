@@ -66,24 +66,26 @@ if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
 
 import argparse
 import collections
-import glob
 import hashlib
 import json
 import os
-import posixpath
 import re
-import sysconfig
 from typing import Iterable, Iterator
 
 import apache_beam as beam
-import datasketch
-import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-import tqdm
 
 import storage
 from data import languages
 from data import records
+# The driver's crawl (data/crawl.py) and the near-deduplication (data/near_dedup.py), re-exported:
+# this module is where the corpus builder's names have always been found.
+from data.crawl import (LOCAL_PRESET_GLOBS, LOCAL_PRESET_MAX_FILES_PER_LANGUAGE, SourceFile, cap_per_language,
+                        collect_files, is_dir, is_url, local_preset_sources, normalize_path, scan_tree,
+                        source_labels, unique_roots)
+from data.near_dedup import (NEAR_DUP_NUM_PERM, NEAR_DUP_SEED, NEAR_DUP_SHINGLE_SIZE, NEAR_DUP_THRESHOLD,
+                             SKIPPED as _SKIPPED, DropNearDuplicates, MinHashBands, NearDuplicatesInBucket,
+                             code_shingles, estimated_jaccard, lsh_bands, remove_near_duplicates)
 
 # Why a file was left out. Driver side: symlink, not_code, undecodable_name (a path that is not UTF-8:
 # it could not be recorded in the corpus), capped (over --max_files_per_language); pipeline side: the
@@ -95,186 +97,7 @@ STATS_FILE = "stats.json"
 _WORK_DIR = ".corpus-work"
 _MANIFEST_CHUNK = 10_000  # files per manifest file: the pipeline graph holds only their names
 _SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord(\.tmp)?$")
-_SKIPPED = "skipped"  # tag of the pipeline's skip-reason output
-
-# A file to read, as the pipeline carries it: plain tuples (picklable, no schema inference).
-#   (absolute path or URL, relative path "label/dir/name", language name)
-SourceFile = tuple[str, str, str]
-
-# Near-deduplication (see the module docstring): BigCode's setting for The Stack / SantaCoder.
-NEAR_DUP_THRESHOLD = 0.7  # estimated Jaccard similarity of the shingle sets at or above which a file goes
-NEAR_DUP_NUM_PERM = 256  # MinHash permutations (signature length)
-NEAR_DUP_SHINGLE_SIZE = 5  # tokens per shingle
-NEAR_DUP_SEED = 1  # MinHash permutation seed: fixed, so signatures are the same in every worker and run
-_MINHASH_SCHEME = "affine32"  # datasketch 2.0's default, named so a new default cannot change signatures
-_MINHASH_BATCH = 4096  # shingles per update_batch: it builds a (shingles x permutations) array
-_CODE_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
-
-LOCAL_PRESET_GLOBS = ("/usr/include", "/usr/lib/node_modules", "/usr/local/lib/node_modules",
-                      "/usr/share/javascript", "/usr/lib/go*/src", "/usr/local/go/src", "/usr/share/R",
-                      "/usr/lib/R/library", "/usr/share/lua", "~/.cargo/registry/src", "/usr/share/php",
-                      "/usr/share/dart", "/usr/share/julia", "/usr/lib/ghc*")
-LOCAL_PRESET_MAX_FILES_PER_LANGUAGE = 3000
-
-
-# ----------------------------------------------------------------------------------------------
-# Paths: local, or a URL ("scheme://...") that only tf.io.gfile can reach (storage.py). The crawler
-# walks and stats source trees, which storage does not offer: it uses gfile for URLs itself.
-
-is_url = storage.is_url
-_gfile = storage._gfile
-
-
-def normalize_path(path: str) -> str:
-  """A local path resolved (symlinks too), or a URL without trailing slashes ("gs://b/x/" -> "gs://b/x")."""
-  if is_url(path):
-    scheme, rest = path.split("://", 1)
-    return f"{scheme}://{rest.rstrip('/')}"
-  return os.path.realpath(path)
-
-
-is_dir = storage.isdir
 _join = storage.join
-
-
-# ----------------------------------------------------------------------------------------------
-# Driver side: find the files.
-
-def local_preset_sources() -> tuple[list[str], list[str]]:
-  """(sources, excluded directories) already on this machine: the running Python's stdlib and
-  whichever others of LOCAL_PRESET_GLOBS exist. The stdlib's site-packages is third-party code, not
-  the standard library, and would outnumber it: excluded."""
-  stdlib = sysconfig.get_paths()["stdlib"]
-  found = [stdlib]
-  for pattern in LOCAL_PRESET_GLOBS:
-    found.extend(sorted(path for path in glob.glob(os.path.expanduser(pattern)) if os.path.isdir(path)))
-  return _unique_roots(found), [os.path.join(stdlib, name) for name in ("site-packages", "dist-packages")]
-
-
-def _unique_roots(roots: Iterable[str]) -> list[str]:
-  """Absolute, resolved, de-duplicated roots in first-seen order (a root named twice is read once)."""
-  seen: dict[str, None] = {}
-  for root in roots:
-    seen.setdefault(normalize_path(root), None)
-  return list(seen)
-
-
-def _path_parts(root: str) -> list[str]:
-  """The directory names of a root; a URL's scheme is not one ("gs://bucket/crawl" -> bucket, crawl)."""
-  if is_url(root):
-    return [p for p in root.split("://", 1)[1].split("/") if p]
-  return [p for p in root.split(os.sep) if p]
-
-
-def source_labels(roots: list[str]) -> dict[str, str]:
-  """The prefix of each root's relative paths: its basename, lengthened by parents where two clash.
-
-  "/usr/lib/go-1.22/src" and "/usr/local/go/src" become "go-1.22/src" and "go/src", so two
-  sources never yield the same relative path. Roots must be unique (see `_unique_roots`).
-  """
-  parts = {root: _path_parts(root) or ["root"] for root in roots}
-  depth = dict.fromkeys(roots, 1)
-  while True:
-    labels = {root: "/".join(parts[root][-depth[root]:]) for root in roots}
-    by_label = collections.defaultdict(list)
-    for root, label in labels.items():
-      by_label[label].append(root)
-    clashing = [root for group in by_label.values() if len(group) > 1 for root in group]
-    if not clashing:
-      return labels
-    for root in clashing:  # a root already at full length waits: the other, longer one diverges
-      depth[root] = min(depth[root] + 1, len(parts[root]))
-
-
-def scan_tree(root: str, label: str, skipped: collections.Counter,
-              exclude: frozenset[str] = frozenset()) -> list[SourceFile]:
-  """Code files under `root`, sorted by relative path; symlinks and non-code files only counted.
-
-  Directories whose resolved path (`normalize_path`) is in `exclude` are not entered (and not counted).
-  A URL root is walked with tf.io.gfile (object stores have no symlinks).
-  """
-  if is_url(root):
-    return _scan_url_tree(root, label, skipped, exclude)
-  found: list[SourceFile] = []
-  stack = [root]
-  with tqdm.tqdm(desc=f"scanning {label}", unit=" files", leave=False) as progress:
-    while stack:
-      directory = stack.pop()
-      try:
-        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
-      except OSError:
-        skipped["unreadable"] += 1
-        continue
-      for entry in entries:
-        # Symlinks are never followed: a link into the tree is a duplicate, one out of it is not ours,
-        # and a link to a parent would loop.
-        if entry.is_symlink():
-          skipped["symlink"] += 1
-        elif entry.is_dir(follow_symlinks=False):
-          if not exclude or os.path.realpath(entry.path) not in exclude:
-            stack.append(entry.path)
-        else:
-          progress.update(1)
-          try:
-            entry.path.encode("utf-8")  # os.scandir keeps undecodable bytes as lone surrogates
-          except UnicodeEncodeError:
-            skipped["undecodable_name"] += 1
-            continue
-          language = languages.classify(entry.name)
-          if language is None or not entry.is_file(follow_symlinks=False):  # sockets, fifos: not code
-            skipped["not_code"] += 1
-            continue
-          relpath = posixpath.join(label, os.path.relpath(entry.path, root).replace(os.sep, "/"))
-          found.append((entry.path, relpath, language.name))
-  found.sort(key=lambda source: source[1])
-  return found
-
-
-def _scan_url_tree(root: str, label: str, skipped: collections.Counter,
-                   exclude: frozenset[str]) -> list[SourceFile]:
-  """`scan_tree` of a URL root, through tf.io.gfile.walk (top-down, pruned, visited in sorted order)."""
-  found: list[SourceFile] = []
-
-  def unreadable(_: Exception) -> None:
-    skipped["unreadable"] += 1
-
-  with tqdm.tqdm(desc=f"scanning {label}", unit=" files", leave=False) as progress:
-    for directory, subdirs, names in _gfile().walk(root, topdown=True, onerror=unreadable):
-      # Some object stores list a "directory" with a trailing slash: names are compared without it.
-      subdirs[:] = sorted(name for name in subdirs
-                          if not exclude or normalize_path(_join(directory, name)) not in exclude)
-      relative_dir = directory[len(root):].strip("/")
-      for name in sorted(names):
-        progress.update(1)
-        language = languages.classify(name)
-        if language is None:
-          skipped["not_code"] += 1
-          continue
-        relpath = posixpath.join(label, relative_dir, name) if relative_dir else posixpath.join(label, name)
-        found.append((_join(directory, name), relpath, language.name))
-  found.sort(key=lambda source: source[1])
-  return found
-
-
-def cap_per_language(files: list[SourceFile], max_files: int | None,
-                     skipped: collections.Counter) -> list[SourceFile]:
-  """At most `max_files` per language, chosen deterministically.
-
-  Ordered by a hash of the relative path rather than the path itself, so a cap samples across all
-  sources and directories instead of taking the alphabetically first tree (e.g. only /usr/include/a*).
-  """
-  if max_files is None:
-    return files
-  by_language: dict[str, list[SourceFile]] = collections.defaultdict(list)
-  for source in files:
-    by_language[source[2]].append(source)
-  kept: list[SourceFile] = []
-  for group in by_language.values():
-    group.sort(key=lambda source: (hashlib.sha256(source[1].encode("utf-8")).hexdigest(), source[1]))
-    kept.extend(group[:max_files])
-    skipped["capped"] += max(0, len(group) - max_files)
-  kept.sort(key=lambda source: source[1])
-  return kept
 
 
 # ----------------------------------------------------------------------------------------------
@@ -293,8 +116,7 @@ def write_manifest(files: list[SourceFile], directory: str) -> list[str]:
   The pipeline reads these rather than holding the list in its graph, which a remote runner would
   have to upload (Dataflow refuses a job graph of more than a few MB; a large crawl is millions of files).
   """
-  gfile = _gfile()
-  gfile.makedirs(directory)
+  storage.makedirs(directory)
   names = []
   for start in range(0, len(files), _MANIFEST_CHUNK):
     name = _join(directory, f"files-{start // _MANIFEST_CHUNK:06d}.jsonl")
@@ -380,135 +202,6 @@ class KeepOne(beam.DoFn):
     yield digest, relpath, language, text
 
 
-def code_shingles(text: str, size: int = NEAR_DUP_SHINGLE_SIZE) -> set[bytes]:
-  """The set of `size`-token shingles of a source text, UTF-8 encoded; whitespace is not a token.
-
-  Fewer than `size` tokens: one shingle of them all; none: the empty set.
-  """
-  tokens = _CODE_TOKEN_RE.findall(text)
-  if len(tokens) <= size:
-    return {" ".join(tokens).encode("utf-8")} if tokens else set()
-  # Tokens hold no whitespace, so " " separates them unambiguously.
-  return {" ".join(tokens[i:i + size]).encode("utf-8") for i in range(len(tokens) - size + 1)}
-
-
-def lsh_bands(threshold: float, num_perm: int = NEAR_DUP_NUM_PERM) -> tuple[int, int]:
-  """(bands, rows per band) for a Jaccard threshold: datasketch's MinHashLSH choice.
-
-  For thresholds so close to 1 that MinHashLSH refuses (its best split has one band, >= 0.99 for
-  256 permutations), one band of all `num_perm` values: candidates have identical signatures.
-  """
-  try:
-    lsh = datasketch.MinHashLSH(threshold=threshold, num_perm=num_perm)
-  except ValueError:
-    if not 0.0 < threshold <= 1.0:
-      raise
-    return 1, num_perm
-  return lsh.b, lsh.r
-
-
-def estimated_jaccard(signature: bytes, other: bytes) -> float:
-  """The share of equal values of two MinHash signatures (as `MinHashBands` encodes them)."""
-  a, b = np.frombuffer(signature, dtype="<u4"), np.frombuffer(other, dtype="<u4")
-  return np.count_nonzero(a == b) / len(a)
-
-
-class MinHashBands(beam.DoFn):
-  """(digest, relpath, language, text) -> one ((language, band, band bytes), (digest, signature)) per band.
-
-  The signature is the file's MinHash over `code_shingles`, little-endian uint32 bytes; computed
-  once per file. A file without tokens yields nothing (it is never a near duplicate).
-  """
-
-  def __init__(self, num_perm: int, bands: int, rows: int, shingle_size: int):
-    self._num_perm, self._bands, self._rows, self._shingle_size = num_perm, bands, rows, shingle_size
-    self._permutations = None
-
-  def setup(self) -> None:
-    # Drawing the permutations once per worker rather than once per file.
-    self._permutations = datasketch.MinHash(num_perm=self._num_perm, seed=NEAR_DUP_SEED,
-                                            scheme=_MINHASH_SCHEME).permutations
-
-  def process(self, record: tuple) -> Iterator:
-    digest, _, language, text = record
-    shingles = list(code_shingles(text, self._shingle_size))  # any order: a minimum per permutation
-    if not shingles:
-      return
-    if self._permutations is None:
-      self.setup()
-    minhash = datasketch.MinHash(num_perm=self._num_perm, seed=NEAR_DUP_SEED, scheme=_MINHASH_SCHEME,
-                                 permutations=self._permutations)
-    for start in range(0, len(shingles), _MINHASH_BATCH):
-      minhash.update_batch(shingles[start:start + _MINHASH_BATCH])
-    signature = minhash.hashvalues.astype("<u4").tobytes()
-    width = 4 * self._rows  # bytes per band
-    for band in range(self._bands):
-      yield (language, band, signature[band * width:(band + 1) * width]), (digest, signature)
-
-
-class NearDuplicatesInBucket(beam.DoFn):
-  """((language, band, bytes), [(digest, signature), ...]) -> digests of the bucket's near duplicates.
-
-  The member of smallest digest is the representative; every other member whose estimated Jaccard
-  with it reaches the threshold is a near duplicate. Two passes over the bucket, one signature held:
-  a large bucket need not fit in memory (Beam's grouped values can be iterated again).
-  """
-
-  def __init__(self, threshold: float):
-    self._threshold = threshold
-
-  def process(self, element: tuple) -> Iterator[str]:
-    _, members = element
-    representative = None
-    count = 0
-    for member in members:
-      count += 1
-      if representative is None or member[0] < representative[0]:
-        representative = member
-    if count < 2:
-      return
-    for digest, signature in members:
-      if digest != representative[0] and estimated_jaccard(representative[1], signature) >= self._threshold:
-        yield digest
-
-
-def key_record(record: tuple) -> tuple[str, tuple]:
-  return record[0], record
-
-
-def key_near_duplicate(digest: str) -> tuple[str, None]:
-  return digest, None
-
-
-class DropNearDuplicates(beam.DoFn):
-  """(digest, {"record": [record], "near": [None, ...]}) -> the record, or "near_duplicate" on `skipped`."""
-
-  def process(self, element: tuple) -> Iterator:
-    _, grouped = element
-    is_near_duplicate = any(True for _ in grouped["near"])
-    for record in grouped["record"]:
-      if is_near_duplicate:
-        yield beam.pvalue.TaggedOutput(_SKIPPED, "near_duplicate")
-      else:
-        yield record
-
-
-def remove_near_duplicates(records_in: beam.PCollection, threshold: float) -> beam.pvalue.DoOutputsTuple:
-  """The near-deduplication transforms on exactly de-duplicated records (digest, relpath, language, text):
-  outputs "kept" (the records that stay) and `skipped` (one "near_duplicate" per record removed)."""
-  bands, rows = lsh_bands(threshold, NEAR_DUP_NUM_PERM)
-  near = (records_in
-          | "MinHashBands" >> beam.ParDo(MinHashBands(NEAR_DUP_NUM_PERM, bands, rows, NEAR_DUP_SHINGLE_SIZE))
-          | "GroupBuckets" >> beam.GroupByKey()
-          | "NearInBucket" >> beam.ParDo(NearDuplicatesInBucket(threshold))
-          | "NearDigests" >> beam.Distinct()
-          | "KeyNear" >> beam.Map(key_near_duplicate))
-  keyed = records_in | "KeyRecords" >> beam.Map(key_record)
-  return ({"record": keyed, "near": near}
-          | "JoinNear" >> beam.CoGroupByKey()
-          | "DropNear" >> beam.ParDo(DropNearDuplicates()).with_outputs(_SKIPPED, main="kept"))
-
-
 class Place(beam.DoFn):
   """(digest, relpath, language, text) -> ((language, split, shard), (digest, relpath, text))."""
 
@@ -572,8 +265,8 @@ def skip_line(element: tuple[str, int]) -> str:
 
 
 def write_lines(lines: list[str], filename: str) -> str:
-  """The count lines, sorted, as one file (through tf.io.gfile: any file system the shards can go to)."""
-  with _gfile().GFile(filename, "w") as f:
+  """The count lines, sorted, as one file (through storage: any file system the shards can go to)."""
+  with storage.open_file(filename, "w") as f:
     f.write("".join(line + "\n" for line in sorted(lines)))
   return filename
 
@@ -629,7 +322,7 @@ def build_pipeline(pipeline: beam.Pipeline, manifest: list[str], output: str, co
 def read_counts(filename: str, skipped: collections.Counter) -> dict[str, dict[str, dict[str, int]]]:
   """Per language and split sizes from the pipeline's count lines; adds its skips to `skipped`."""
   sizes: dict[str, dict[str, dict[str, int]]] = {}
-  with _gfile().GFile(filename, "r") as f:
+  with storage.open_file(filename, "r") as f:
     for line in f:
       row = json.loads(line)
       if row[0] == "files":
@@ -645,21 +338,20 @@ def read_counts(filename: str, skipped: collections.Counter) -> dict[str, dict[s
 
 def remove_stale_shards(output: str, expected: set[str]) -> list[str]:
   """Deletes shard files (and leftover .tmp) that this run did not write, e.g. from another num_shards."""
-  gfile = _gfile()
   removed = []
   for language in languages.BY_NAME:
     directory = _join(output, language)
-    if not gfile.isdir(directory):
+    if not storage.isdir(directory):
       continue
-    for name in sorted(gfile.listdir(directory)):
+    for name in storage.listdir(directory):
       relative = os.path.join(language, name)
       if _SHARD_RE.match(name) and relative not in expected:
-        gfile.remove(_join(directory, name))
+        storage.remove(_join(directory, name))
         removed.append(relative)
-    if not gfile.exists(directory):  # an object store's "directory" goes with its last object
+    if not storage.exists(directory):  # an object store's "directory" goes with its last object
       continue
-    if not gfile.listdir(directory):
-      gfile.rmtree(directory)
+    if not storage.listdir(directory):
+      storage.rmtree(directory)
   return removed
 
 
@@ -686,24 +378,6 @@ def format_table(stats: dict) -> str:
   return "\n".join(lines)
 
 
-def collect_files(roots: list[str], max_files_per_language: int | None, skipped: collections.Counter,
-                  exclude: Iterable[str] = ()) -> list[SourceFile]:
-  """Scans every root, applies the per-language cap, and prints what each root contributed."""
-  labels = source_labels(roots)
-  excluded = frozenset(normalize_path(path) for path in exclude)
-  found = {root: scan_tree(root, labels[root], skipped, excluded) for root in roots}
-  files = sorted((source for sources in found.values() for source in sources), key=lambda source: source[1])
-  kept = cap_per_language(files, max_files_per_language, skipped)
-  origin = {source[1]: root for root in roots for source in found[root]}
-  kept_per_root = collections.Counter(origin[source[1]] for source in kept)
-  for root in roots:
-    per_language = collections.Counter(language for _, _, language in found[root])
-    summary = ", ".join(f"{name} {count:,}" for name, count in per_language.most_common())
-    capped = f", {kept_per_root[root]:,} kept under the cap" if max_files_per_language is not None else ""
-    print(f"{root} -> {labels[root]}/: {len(found[root]):,} code files{capped} ({summary or 'none'})")
-  return kept
-
-
 def build_corpus(sources: list[str], output: str, validation_share: float = 0.05, num_shards: int = 4,
                  max_file_bytes: int = 1_000_000, pipeline_args: list[str] | None = None,
                  max_files_per_language: int | None = None, exclude: Iterable[str] = (),
@@ -724,28 +398,27 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
   if not 0.0 < near_dup_threshold <= 1.0:  # NaN fails too
     raise ValueError(f"near_dup_threshold must be in (0, 1], got {near_dup_threshold}")
 
-  gfile = _gfile()
   output = normalize_path(output) if is_url(output) else os.path.abspath(output)
   options = PipelineOptions(pipeline_args or [])
   _warn_if_local_on_remote_runner(options, sources, output)
-  gfile.makedirs(output)
+  storage.makedirs(output)
   # Until the new stats.json lands, the directory is not a finished corpus.
-  if gfile.exists(_join(output, STATS_FILE)):
-    gfile.remove(_join(output, STATS_FILE))
+  if storage.exists(_join(output, STATS_FILE)):
+    storage.remove(_join(output, STATS_FILE))
   skipped: collections.Counter = collections.Counter()
-  files = collect_files(_unique_roots(sources), max_files_per_language, skipped, exclude)
+  files = collect_files(unique_roots(sources), max_files_per_language, skipped, exclude)
   print(f"{len(files):,} code files go to the pipeline")
 
   work_dir = _join(output, _WORK_DIR)
-  if gfile.exists(work_dir):
-    gfile.rmtree(work_dir)
+  if storage.exists(work_dir):
+    storage.rmtree(work_dir)
   manifest = write_manifest(files, work_dir)
   counts_file = _join(work_dir, "counts.jsonl")
   with beam.Pipeline(options=options) as pipeline:
     build_pipeline(pipeline, manifest, output, counts_file, validation_share, num_shards, max_file_bytes,
                    near_dedup, near_dup_threshold)
   sizes = read_counts(counts_file, skipped)
-  gfile.rmtree(work_dir)
+  storage.rmtree(work_dir)
 
   expected = {records.shard_name(language, split, shard, num_shards)
               for language in sizes for split in records.SPLITS for shard in range(num_shards)}
