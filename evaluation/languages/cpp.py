@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 
-from evaluation.languages import base, lexing
+from evaluation.languages import base, lexing, literals
 from evaluation.typed import Question, Type, default_value
 
 GXX = "/usr/bin/g++"
@@ -110,16 +110,8 @@ def string_literal(text: str) -> str:
   three-digit octal escape (which cannot run into a following digit), length explicit so an
   embedded NUL is kept."""
   data = text.encode("utf-8", "surrogatepass")
-  out = []
-  for byte in data:
-    char = chr(byte)
-    if char in "\"\\?":
-      out.append("\\" + char)
-    elif 0x20 <= byte < 0x7f:
-      out.append(char)
-    else:
-      out.append(f"\\{byte:03o}")
-  return f'std::string("{"".join(out)}", {len(data)})'
+  body = literals.escape(data, lambda byte: f"\\{byte:03o}", specials='"\\?')  # ? : no trigraphs
+  return f'std::string("{body}", {len(data)})'
 
 
 def literal(t: Type, value) -> str:

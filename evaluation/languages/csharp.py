@@ -76,7 +76,7 @@ import subprocess
 import threading
 import unicodedata
 
-from evaluation.languages import base, cache
+from evaluation.languages import base, cache, literals
 from evaluation.typed import Question, Type, default_value
 
 MONO = "/usr/bin/mono-sgen"  # /usr/bin/mono links to it; /usr/bin/mcs is a shell wrapper around it
@@ -160,20 +160,11 @@ def type_name(t: Type) -> str:
 
 
 def string_literal(text: str) -> str:
-  out = []
-  for ch in text:
-    code = ord(ch)
-    if ch in "\"\\":
-      out.append("\\" + ch)
-    elif ch in "\n\t\r":
-      out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch])
-    elif 0x20 <= code < 0x7f:
-      out.append(ch)
-    elif code <= 0xFFFF:
-      out.append(f"\\u{code:04x}")
-    else:
-      out.append(f"\\U{code:08x}")
-  return '"' + "".join(out) + '"'
+  return '"' + literals.escape(text, _unicode_escape, named=literals.NEWLINE_TAB_RETURN) + '"'
+
+
+def _unicode_escape(code: int) -> str:
+  return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def literal(t: Type, value) -> str:

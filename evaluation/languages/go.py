@@ -59,7 +59,7 @@ import os
 import re
 from collections.abc import Sequence
 
-from evaluation.languages import base, lexing
+from evaluation.languages import base, lexing, literals
 from evaluation.typed import Question, Type, default_value
 
 GO = next((p for p in ("/usr/lib/go-1.19/bin/go", "/usr/bin/go") if os.path.exists(p)),
@@ -142,22 +142,15 @@ def result_types(t: Type) -> str:
 
 def string_literal(text: str) -> str:
   """A Go interpreted string literal in plain ASCII."""
-  out = []
-  for ch in text:
-    code = ord(ch)
-    if ch in "\"\\":
-      out.append("\\" + ch)
-    elif 0x20 <= code < 0x7f:
-      out.append(ch)
-    elif ch in "\n\t\r":
-      out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch])
-    elif code < 0x80:
-      out.append(f"\\x{code:02x}")
-    elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate has no UTF-8 form: Go's replacement char
-      out.append("\\uFFFD")
-    else:
-      out.append(f"\\U{code:08x}")
-  return '"' + "".join(out) + '"'
+  return '"' + literals.escape(text, _numeric_escape, named=literals.NEWLINE_TAB_RETURN) + '"'
+
+
+def _numeric_escape(code: int) -> str:
+  if code < 0x80:
+    return f"\\x{code:02x}"
+  if 0xD800 <= code <= 0xDFFF:  # a lone surrogate has no UTF-8 form: Go's replacement char
+    return "\\uFFFD"
+  return f"\\U{code:08x}"
 
 
 def literal(t: Type, value) -> str:

@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 import re
 
-from evaluation.languages import base
+from evaluation.languages import base, literals
 from evaluation.typed import Question, Type, default_value
 
 GHC = "/usr/bin/ghc"
@@ -144,16 +144,8 @@ def type_name(t: Type, argument: bool = False) -> str:
 
 
 def string_literal(text: str) -> str:
-  out = []
-  for char in text:
-    code = ord(char)
-    if char in '"\\':
-      out.append("\\" + char)
-    elif 32 <= code < 127:
-      out.append(char)
-    else:
-      out.append(f"\\{code}\\&")  # \& ends the numeric escape before a following digit
-  return '"' + "".join(out) + '"'
+  # \& ends the numeric escape before a following digit.
+  return '"' + literals.escape(text, lambda code: f"\\{code}\\&") + '"'
 
 
 def _number(t: Type, value) -> str:

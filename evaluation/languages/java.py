@@ -49,7 +49,7 @@ import tempfile
 import threading
 import zipfile
 
-from evaluation.languages import base, cache
+from evaluation.languages import base, cache, literals
 from evaluation.typed import Param, Question, TestCase, Type, default_value, parse_type
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
@@ -100,26 +100,22 @@ def type_name(t: Type, boxed: bool = False) -> str:
           "optional": f"Optional<{args}>"}[t.name]
 
 
+_NAMED_ESCAPES = {**literals.NEWLINE_TAB_RETURN, "\b": "\\b", "\f": "\\f"}
+
+
 def string_literal(text: str) -> str:
   """A Java string literal in plain ASCII. Control characters use octal escapes, not \\uXXXX:
   javac translates \\u escapes before lexing, so \\u000a would end the line inside the literal."""
-  out = []
-  for ch in text:
-    code = ord(ch)
-    if ch in "\"\\":
-      out.append("\\" + ch)
-    elif ch in "\n\t\r\b\f":
-      out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}[ch])
-    elif code < 0x20 or code == 0x7f:
-      out.append(f"\\{code:03o}")
-    elif code < 0x7f:
-      out.append(ch)
-    elif code <= 0xFFFF:
-      out.append(f"\\u{code:04x}")
-    else:  # a UTF-16 surrogate pair
-      code -= 0x10000
-      out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
-  return '"' + "".join(out) + '"'
+  return '"' + literals.escape(text, _numeric_escape, named=_NAMED_ESCAPES) + '"'
+
+
+def _numeric_escape(code: int) -> str:
+  if code < 0x20 or code == 0x7f:
+    return f"\\{code:03o}"
+  if code <= 0xFFFF:
+    return f"\\u{code:04x}"
+  code -= 0x10000  # a UTF-16 surrogate pair
+  return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def literal(t: Type, value) -> str:

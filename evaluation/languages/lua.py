@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from evaluation.languages import base
+from evaluation.languages import base, literals
 from evaluation.typed import Question, Type, default_value, walk_types
 
 LUA = "/usr/bin/lua5.3"
@@ -51,16 +51,8 @@ def type_name(t: Type) -> str:
 
 def string_literal(text: str) -> str:
   """A Lua string literal of `text`'s UTF-8 bytes; every byte outside printable ASCII as \\ddd."""
-  out = []
-  for byte in text.encode("utf-8"):
-    char = chr(byte)
-    if char in '"\\':
-      out.append("\\" + char)
-    elif 32 <= byte < 127:
-      out.append(char)
-    else:
-      out.append(f"\\{byte:03d}")  # three digits, so a following digit is never swallowed
-  return '"' + "".join(out) + '"'
+  # Three digits, so a following digit is never swallowed.
+  return '"' + literals.escape(text.encode("utf-8"), lambda byte: f"\\{byte:03d}") + '"'
 
 
 def float_literal(value: float) -> str:

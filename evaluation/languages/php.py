@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 
-from evaluation.languages import base
+from evaluation.languages import base, literals
 from evaluation.typed import INT64, Question, Type, default_value
 
 # /usr/bin/php is a link through /etc/alternatives, which the sandbox does not show.
@@ -170,7 +170,7 @@ def doc_type(t: Type) -> str:
 
 def string_literal(value: str) -> str:
   """A single-quoted PHP string: only \\ and ' are escapes there; `$` and newlines are literal."""
-  return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+  return "'" + literals.escape(value, chr, specials="\\'") + "'"
 
 
 def literal(t: Type, value) -> str:

@@ -45,7 +45,7 @@ import subprocess
 import threading
 import time
 
-from evaluation.languages import base, cache
+from evaluation.languages import base, cache, literals
 from evaluation.typed import Question, Type, default_value, parse_type
 
 RSCRIPT = "/usr/bin/Rscript"
@@ -116,18 +116,12 @@ def type_name(t: Type) -> str:
 
 
 def string_literal(text: str) -> str:
-  out = []
-  for char in text:
-    code = ord(char)
-    if char in '"\\':
-      out.append("\\" + char)
-    elif 32 <= code < 127:
-      out.append(char)
-    elif code < 0x10000:
-      out.append(f"\\u{{{code:04x}}}")  # braces: a following hex digit is not taken as part of it
-    else:
-      out.append(f"\\U{{{code:08x}}}")
-  return '"' + "".join(out) + '"'
+  return '"' + literals.escape(text, _unicode_escape) + '"'
+
+
+def _unicode_escape(code: int) -> str:
+  # Braces: a following hex digit is not taken as part of it.
+  return f"\\u{{{code:04x}}}" if code < 0x10000 else f"\\U{{{code:08x}}}"
 
 
 def _number(t: Type, value) -> str:

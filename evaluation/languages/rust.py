@@ -65,7 +65,7 @@ import re
 import subprocess
 import threading
 
-from evaluation.languages import base, cache, lexing
+from evaluation.languages import base, cache, lexing, literals
 from evaluation.typed import Question, Type, default_value
 
 RUSTC = "/usr/bin/rustc"
@@ -106,18 +106,9 @@ def type_name(t: Type) -> str:
 
 def string_literal(text: str) -> str:
   """The text as a String, in plain ASCII (\\u{..} for anything else)."""
-  out = []
-  for ch in text:
-    code = ord(ch)
-    if ch in "\"\\":
-      out.append("\\" + ch)
-    elif 0x20 <= code < 0x7f:
-      out.append(ch)
-    elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate has no UTF-8 form
-      out.append("\\u{fffd}")
-    else:
-      out.append(f"\\u{{{code:x}}}")
-  return f'String::from("{"".join(out)}")'
+  # A lone surrogate has no UTF-8 form: the replacement character.
+  body = literals.escape(text, lambda code: "\\u{fffd}" if 0xD800 <= code <= 0xDFFF else f"\\u{{{code:x}}}")
+  return f'String::from("{body}")'
 
 
 def literal(t: Type, value) -> str:
