@@ -198,15 +198,15 @@ def test_the_task_rows_are_causal_with_the_loss_on_the_body_only(pretrained):
 def test_full_fine_tuning_restores_the_pretrained_parameters_and_lowers_the_held_out_loss(pretrained, tmp_path,
                                                                                           capsys):
   from training import loop
-  from training.optimizer import adamw
-  from training.step import init_sharded_state, logits_for_batch, state_shardings
+  from training.optimizer import Optimizer, adamw
+  from training.step import Trainable, init_sharded_state, state_shardings
 
   config, _ = read_run_info(pretrained)
   model = Decoder(config)
   # Restored through the fine-tuning path (AdamW: another optimizer than the pretraining run's) = saved.
   optimizer = adamw(1e-3)
   mesh = sharding.make_mesh(-1, 1, 1)
-  abstract, shardings = state_shardings(model, optimizer, mesh, "adamw")
+  abstract, shardings = state_shardings(model, optimizer, mesh, Optimizer.ADAMW)
   empty = Checkpointer(str(tmp_path / "empty"), async_save=False)
   state, progress, start = loop.initial_state(empty, abstract, shardings,
                                               lambda: init_sharded_state(model, optimizer, 7, shardings),
@@ -216,7 +216,8 @@ def test_full_fine_tuning_restores_the_pretrained_parameters_and_lowers_the_held
   tokens = np.random.default_rng(0).integers(0, config.vocab_size, (2, 32)).astype(np.int32)
   batch = {"decoder_input_tokens": tokens}
   assert start == 0 and progress == {"batches": 0}
-  np.testing.assert_array_equal(logits_for_batch(model, state.params, batch), logits_for_batch(model, saved, batch))
+  logits = Trainable(model).logits
+  np.testing.assert_array_equal(logits(state.params, batch), logits(saved, batch))
 
   model_dir = str(tmp_path / "full")
   _finetune(pretrained, model_dir, "--gin.train.base_learning_rate=1e-3")
@@ -265,8 +266,9 @@ def test_lora_trains_adapters_only_leaves_the_base_untouched_and_merges_exactly(
 
   # sample.py merges them: its sampler's parameters are the merge, and it samples the test prompts.
   import sample as sample_entry
+  from sampling.restore import load_sampler
 
-  sampler, step = sample_entry.load_sampler(model_dir)
+  sampler, step = load_sampler(model_dir)
   assert step == 40
   jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6),
                sampler.params, lora.merge(base_after, trained, lora_config))

@@ -239,7 +239,7 @@ def test_damaged_newest_checkpoints_are_reported_skipped_moved_aside_and_trained
   """Step 6 silently corrupted, step 4 truncated: sampling uses step 2 and says why; training moves 6
   and 4 aside (kept, not deleted), resumes from 2, saves 4, 6 and 8 again and its losses equal the
   first run's."""
-  import sample as sample_entry
+  from sampling.restore import load_sampler
 
   model_dir = str(tmp_path / "run")
   _run_in_process(_flags(corpus, model_dir, 6, "--gin.train.checkpoint_every=2"))
@@ -251,7 +251,7 @@ def test_damaged_newest_checkpoints_are_reported_skipped_moved_aside_and_trained
     f.truncate(os.path.getsize(truncated) // 2)
   caplog.clear()
 
-  _, step = sample_entry.load_sampler(model_dir)
+  _, step = load_sampler(model_dir)
   err = caplog.text
   assert step == 2
   assert re.search(r"checkpoint 6 in \S+ is damaged: \S+ differs from what was saved", err), err
@@ -269,7 +269,7 @@ def test_damaged_newest_checkpoints_are_reported_skipped_moved_aside_and_trained
   resumed = _losses(model_dir)
   assert [resumed[s] for s in (3, 4, 5, 6)] == [first[s] for s in (3, 4, 5, 6)]
   caplog.clear()
-  assert sample_entry.load_sampler(model_dir)[1] == 8
+  assert load_sampler(model_dir)[1] == 8
   assert "damaged" not in caplog.text
 
 
@@ -308,6 +308,36 @@ def test_bad_gin_values_are_refused_by_name_before_anything_is_written(corpus, t
   assert exit_.value.code == 2  # a usage error, as argparse's
   assert re.search(message, capsys.readouterr().err)
   assert not model_dir.exists()
+
+
+def test_gin_binds_the_typed_config_itself_with_its_defaults_and_required_fields():
+  """`train` is training.config.TrainConfig: unbound fields keep the class's defaults, gin's strings
+  become the enums, and the fields without a default are gin.REQUIRED, all named at once."""
+  import dataclasses
+
+  import gin_flags
+  from gin_train import train_config
+  from training.config import TrainConfig
+  from training.optimizer import Optimizer, Schedule
+
+  gin.clear_config()
+  try:
+    gin_flags.parse_gin(*gin_flags.parse_flags([
+        "--gin_file=gin_configs/runs/demo.gin", "--gin.MODEL_DIR='/tmp/m'", "--gin.CORPUS_DIR='/tmp/c'",
+        "--gin.train.optimizer='adamw'", "--gin.train.mesh_shape=[1, -1, 1]"]))
+    config = train_config(check_paths=False)
+    assert type(config) is TrainConfig and config.batch_size == 8 and config.mesh_shape == (1, -1, 1)
+    assert (config.optimizer, config.lr_schedule) == (Optimizer.ADAMW, Schedule.RSQRT)
+    assert config.keep_checkpoints == TrainConfig.__dataclass_fields__["keep_checkpoints"].default == 3
+    assert dataclasses.replace(config, seed=1).seed == 1
+    gin.clear_config()
+    gin_flags.parse_gin([], ["train.model_dir = '/tmp/m'"])
+    with pytest.raises(RuntimeError, match=r"Required bindings for `train` not provided in config: \['model_size', "
+                                           r"'corpus_dir', 'mixture_or_task_name', 'task_feature_lengths', "
+                                           r"'batch_size', 'train_steps'\]"):
+      train_config()
+  finally:
+    gin.clear_config()
 
 
 def test_an_unwritable_model_dir_is_refused_before_work(corpus, tmp_path, capsys):

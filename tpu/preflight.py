@@ -162,7 +162,6 @@ def _gib(n: float) -> str:
 def train_step_report(config, model_config, slice_, devices) -> dict:
   """Compiles `config`'s training step for `devices`; the report of what it needs and costs."""
   import flax.linen as nn
-  import jax
   from jax.sharding import NamedSharding
 
   from model import sharding
@@ -171,7 +170,8 @@ def train_step_report(config, model_config, slice_, devices) -> dict:
   from tpu.traced_flops import traced_flops
   from training import run
   from training.checkpoints import abstract_with_shardings
-  from training.step import abstract_batch, jitted_train_step, lora_state_shardings, state_shardings, train_step
+  from training.step import Trainable, abstract_batch, jitted_train_step, lora_state_shardings, state_shardings, \
+      train_step
 
   _, optimizer = run.schedule_and_optimizer(config)
   model = Decoder(model_config, lora=config.lora)
@@ -182,21 +182,20 @@ def train_step_report(config, model_config, slice_, devices) -> dict:
   # T5X's convention: feature lengths with `inputs` are a prefix LM's (UL2, prompt -> completion).
   prefix_lm = "inputs" in config.task_feature_lengths or config.practical_tasks is not None
   batch = abstract_batch(config.batch_size, length, batch_sharding, prefix_lm)
-  frozen = frozen_shardings = None
+  trainable = Trainable(model)
   if config.lora:  # the frozen base, laid out as training restores it (unboxed outside the mesh context)
     base = Decoder(model_config)
     frozen_shardings = sharding.param_shardings(base, mesh)
-    frozen = abstract_with_shardings(nn.unbox(sharding.abstract_params(base)), frozen_shardings)
+    trainable = Trainable.lora_adapters(
+        model, abstract_with_shardings(nn.unbox(sharding.abstract_params(base)), frozen_shardings), frozen_shardings,
+        config.seed)
   with sharding.activation_sharding(mesh):
     if config.lora:
       abstract, shardings = lora_state_shardings(model, optimizer, mesh)
     else:
       abstract, shardings = state_shardings(model, optimizer, mesh, config.optimizer)
-    state = abstract_with_shardings(abstract, shardings)
-    dropout_seed = config.seed if config.lora and config.lora.dropout > 0 else None
-    step = jitted_train_step(model, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches,
-                             frozen_shardings, dropout_seed)
-    arguments = (state, batch) if frozen is None else (state, batch, frozen)
+    arguments = (abstract_with_shardings(abstract, shardings), batch, trainable.frozen)
+    step = jitted_train_step(trainable, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches)
     report = {"program": "train step", "mesh": dict(zip(sharding.MESH_AXES, mesh_shape)),
               "batch": [config.batch_size, length], "microbatches": config.microbatches,
               "remat": model_config.remat.value, "lora": config.lora is not None}
@@ -204,9 +203,8 @@ def train_step_report(config, model_config, slice_, devices) -> dict:
     report.update(figures)
     if compiled is None:
       return report
-    traced = traced_flops(lambda *a: train_step(*a, model=model, optimizer=optimizer, z_loss=config.z_loss,
-                                                microbatches=config.microbatches, dropout_seed=dropout_seed),
-                          *arguments)
+    traced = traced_flops(lambda *a: train_step(*a, model=trainable, optimizer=optimizer, z_loss=config.z_loss,
+                                                microbatches=config.microbatches), *arguments)
   chips = len(devices)
   # The estimate: the step's FLOPs at the chip's bf16 peak, a lower bound on its time that a
   # compute-bound step (batch 256 x 2048 is) approaches; the MFU it would mean is at most the model's
@@ -373,7 +371,7 @@ def train_config_from_gin(gin_files: Sequence[str], bindings: Sequence[str]):
   import gin
 
   import gin_flags
-  import train as train_entry
+  from gin_train import train_config
 
   def left_required(macro: str) -> bool:  # defined by a file as %gin.REQUIRED (not merely undefined)
     try:
@@ -393,8 +391,7 @@ def train_config_from_gin(gin_files: Sequence[str], bindings: Sequence[str]):
   corpus_dir = _gin_value("train.corpus_dir")
   if corpus_dir is None and not _gin_value("train.practical_tasks"):
     corpus_dir = "(not read)"
-  return train_entry.train_config(model_dir="(the pre-flight writes nothing)", corpus_dir=corpus_dir,
-                                  check_paths=False)
+  return train_config(check_paths=False, model_dir="(the pre-flight writes nothing)", corpus_dir=corpus_dir)
 
 
 def vocab_size_for(config, requested: int | None) -> int:

@@ -1,4 +1,5 @@
-"""Adafactor with T5X's defaults, the paper's learning-rate schedule, and the layout of its state.
+"""Adafactor with T5X's defaults, AdamW with torch's, the two learning-rate schedules, and the layout of
+the optimizer's state.
 
 The state's PartitionSpecs are derived here from the parameters' (model/sharding.py's logical rules),
 because only this module knows how optax lays the state out.
@@ -6,6 +7,7 @@ because only this module knows how optax lays the state out.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import jax
@@ -18,6 +20,18 @@ from optax._src import factorized  # pinned optax: the state layout of its Adafa
 # Matrices with two dims at least this large get factored second moments (T5X's default); the state
 # layout below depends on it, so both read this one constant.
 MIN_DIM_SIZE_TO_FACTOR = 128
+
+
+class Optimizer(str, enum.Enum):
+  """train.optimizer. A str enum: gin's strings ('adamw') compare equal to their members."""
+  ADAFACTOR = "adafactor"
+  ADAMW = "adamw"
+
+
+class Schedule(str, enum.Enum):
+  """train.lr_schedule: `rsqrt_schedule` (pretraining) or `warmup_linear_decay_schedule` (fine-tuning)."""
+  RSQRT = "rsqrt"
+  LINEAR = "linear"
 
 
 def rsqrt_schedule(base_learning_rate: float, warmup_steps: int) -> optax.Schedule:
@@ -48,11 +62,25 @@ def adamw(learning_rate: float | optax.Schedule, weight_decay: float = 0.0, clip
   return opt
 
 
-def state_specs(optimizer_name: str, optimizer: optax.GradientTransformation, opt_state: Any, params: Any,
+def make_schedule(kind: Schedule, base_learning_rate: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
+  if kind == Schedule.RSQRT:
+    return rsqrt_schedule(base_learning_rate, warmup_steps)
+  return warmup_linear_decay_schedule(base_learning_rate, warmup_steps, total_steps)
+
+
+def make_optimizer(kind: Optimizer, learning_rate: float | optax.Schedule, weight_decay: float = 0.0,
+                   clip_global_norm: float | None = None) -> optax.GradientTransformation:
+  """`kind` with its defaults; `weight_decay` is AdamW's only (Adafactor's T5X defaults have none)."""
+  if kind == Optimizer.ADAFACTOR:
+    return adafactor(learning_rate, clip_global_norm)
+  return adamw(learning_rate, weight_decay, clip_global_norm)
+
+
+def state_specs(kind: Optimizer, optimizer: optax.GradientTransformation, opt_state: Any, params: Any,
                 param_specs: Any) -> Any:
   """PartitionSpecs of an optimizer state: Adafactor's factored layout below; any other optax state
   (AdamW's moments) has each per-parameter leaf follow its parameter's spec, counters replicated."""
-  if optimizer_name == "adafactor":
+  if kind == Optimizer.ADAFACTOR:
     return adafactor_state_specs(opt_state, params, param_specs)
   return optax.tree_map_params(optimizer, lambda _, spec: spec, opt_state, param_specs,
                                transform_non_params=lambda _: P(), is_leaf=lambda x: isinstance(x, P))

@@ -1,14 +1,15 @@
-"""One training run from a typed config: the data, the model, the sharded state, the jitted step,
-then the loop with its hooks (training/loop.py, training/hooks.py). train.py binds the config with gin
-and calls `train`."""
+"""One training run from its typed config (training/config.py): the data, the model, the sharded state,
+the jitted step, the hooks, then the loop (training/loop.py, training/hooks.py). train.py binds the
+config with gin and calls `train`."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import sys
-from typing import Any, Mapping
+from typing import Mapping
 
+import flax.linen as nn
 import jax
 from jax.sharding import NamedSharding
 
@@ -16,97 +17,26 @@ import storage
 from data.batches import TrainBatches, validation_batches
 from data.languages import LANGUAGES
 from data.mixtures import MixturePlan, display_name, mixture_name, register_corpus
-from data.practical_tasks import TASK_NAME, PracticalTasks, register_task
+from data.practical_tasks import TASK_NAME, register_task
 from data.vocab import get_vocabulary
 from model import sharding
 from model.config import ModelConfig, get_config
-from model.lora import LoraConfig
 from model.summary import flops_per_token
 from model.transformer import Decoder
 from training import loop
 from training.checkpoints import CheckpointError, Checkpointer, abstract_with_shardings, read_params
+from training.config import TrainConfig
 from training.hooks import Checkpointing, ProgressLog, Validation
 from training.metrics import MetricsWriter
-from training.optimizer import adafactor, adamw, rsqrt_schedule, warmup_linear_decay_schedule
-from training.run_info import RUN_INFO, read_checkpoint_dir, read_run_info, write_run_info
-from training.step import (init_lora_state, init_sharded_state, jit_eval_step, jit_train_step, lora_state_shardings,
-                           state_shardings)
+from training.optimizer import make_optimizer, make_schedule
+from training.run_info import write_run_info
+from training.step import (Trainable, TrainState, init_lora_state, init_sharded_state, jit_eval_step, jit_train_step,
+                           lora_state_shardings, state_shardings)
 from training.throughput import matmul_ceiling
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-  """train.py's gin values once checked (its check_arguments); the defaults live there, at the edge."""
-  model_dir: str
-  checkpoint_dir: str | None  # None: MODEL_DIR/checkpoints
-  model_size: str | None  # None: init_from's model (a MODEL_DIR with run.json)
-  corpus_dir: str | None  # None: fine-tuning on practical_tasks
-  vocab_path: str | None  # None: init_from's vocabulary, else CORPUS_DIR/spm.model
-  mixture_or_task_name: str
-  task_feature_lengths: Mapping[str, int]
-  batch_size: int  # global, over all hosts
-  train_steps: int
-  base_learning_rate: float
-  warmup_fraction: float
-  z_loss: float
-  clip_global_norm: float | None
-  microbatches: int
-  mesh_shape: tuple[int, ...]  # (data, fsdp, tensor)
-  model_overrides: Mapping[str, Any] | None
-  ul2_config: Any  # objectives.ul2.UL2Config | None
-  seed: int
-  log_every: int
-  checkpoint_every: int
-  keep_checkpoints: int
-  eval_every: int  # 0: no validation
-  eval_batches: int
-  init_from: str | None  # another run's MODEL_DIR or checkpoints: its parameters, then step 0
-  optimizer: str = "adafactor"  # or "adamw"
-  weight_decay: float = 0.0  # adamw only
-  lr_schedule: str = "rsqrt"  # or "linear": linear warmup, then linear decay to 0
-  lora: LoraConfig | None = None  # train adapters of init_from's frozen parameters instead of them
-  practical_tasks: PracticalTasks | None = None  # fine-tune on data/practical_tasks.py's task
-
-  @property
-  def sequence_length(self) -> int:
-    return max(self.task_feature_lengths.values())
-
-  @functools.cached_property  # run.json read once
-  def pretrained(self) -> "Pretrained | None":
-    return pretrained_source(self.init_from) if self.init_from else None
-
-  @property
-  def vocabulary_path(self) -> str:
-    if self.vocab_path:
-      return self.vocab_path
-    if self.pretrained and self.pretrained.vocab_path:
-      return self.pretrained.vocab_path
-    if not self.corpus_dir:
-      raise ValueError("no vocabulary: set train.vocab_path, train.corpus_dir, or train.init_from to a MODEL_DIR")
-    return storage.join(self.corpus_dir, "spm.model")
-
-  @property
-  def checkpoints(self) -> str:
-    return self.checkpoint_dir or storage.join(self.model_dir, "checkpoints")
-
-
-@dataclasses.dataclass(frozen=True)
-class Pretrained:
-  """What train.init_from names: a MODEL_DIR (its run.json gives the model and vocabulary) or a
-  checkpoints folder (the model then comes from train.model_size)."""
-  checkpoints: str
-  model_config: ModelConfig | None
-  vocab_path: str | None
-
-
-def pretrained_source(init_from: str) -> Pretrained:
-  if storage.exists(storage.join(init_from, RUN_INFO)):
-    model_config, vocab_path = read_run_info(init_from)
-    return Pretrained(read_checkpoint_dir(init_from), model_config, vocab_path)
-  return Pretrained(init_from, None, None)
-
-
 def model_config_for(config: TrainConfig, vocab_size: int) -> ModelConfig:
+  """train.model_size's model, or init_from's (its run.json), with train.model_overrides."""
   overrides = dict(config.model_overrides or {})
   if config.model_size:
     return get_config(config.model_size, vocab_size=vocab_size, max_length=config.sequence_length, **overrides)
@@ -177,8 +107,6 @@ def _validation_sets(config: TrainConfig, plans: Mapping[str, MixturePlan]) -> d
 
 def restore_pretrained_params(checkpoints: str, model: Decoder, shardings) -> tuple[object, int]:
   """The newest good checkpoint's parameters in `checkpoints`, laid out as `shardings`, and its step."""
-  import flax.linen as nn
-
   found = read_params(checkpoints, abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), shardings))
   if found is None:
     raise CheckpointError(f"train.init_from: no checkpoint in {checkpoints!r}")
@@ -189,11 +117,64 @@ def restore_pretrained_params(checkpoints: str, model: Decoder, shardings) -> tu
 def schedule_and_optimizer(config: TrainConfig):
   """The learning-rate schedule and the optimizer the config names."""
   warmup = int(config.warmup_fraction * config.train_steps)
-  schedule = (rsqrt_schedule(config.base_learning_rate, warmup) if config.lr_schedule == "rsqrt"
-              else warmup_linear_decay_schedule(config.base_learning_rate, warmup, config.train_steps))
-  optimizer = (adafactor(schedule, config.clip_global_norm) if config.optimizer == "adafactor"
-               else adamw(schedule, config.weight_decay, config.clip_global_norm))
-  return schedule, optimizer
+  schedule = make_schedule(config.lr_schedule, config.base_learning_rate, warmup, config.train_steps)
+  return schedule, make_optimizer(config.optimizer, schedule, config.weight_decay, config.clip_global_norm)
+
+
+def _register_tasks(config: TrainConfig, vocabulary, primary: bool) -> Mapping[str, MixturePlan]:
+  """The run's tasks: the corpus's tasks and mixtures (their plans), or the fine-tuning task (none)."""
+  if config.practical_tasks:
+    _register_practical_tasks(config, vocabulary, primary)
+    return {}
+  return _register_data(config, primary)
+
+
+def _trainable(config: TrainConfig, model_config: ModelConfig, mesh) -> tuple[Trainable, dict | None]:
+  """What the step trains: every parameter of the model, or (LoRA) adapters over init_from's frozen
+  parameters, restored here as init_from saved them (outside the mesh context); and, with LoRA, the
+  adapters' record for run.json."""
+  model = Decoder(model_config, lora=config.lora)
+  if not config.lora:
+    return Trainable(model), None
+  base = Decoder(model_config)
+  frozen_shardings = sharding.param_shardings(base, mesh)
+  frozen, base_step = restore_pretrained_params(config.pretrained.checkpoints, base, frozen_shardings)
+  adapters = {"lora": dataclasses.asdict(config.lora), "base_checkpoints": storage.resolve(
+      config.pretrained.checkpoints), "base_step": base_step}
+  return Trainable.lora_adapters(model, frozen, frozen_shardings, config.seed), adapters
+
+
+def _initial_state(config: TrainConfig, model: Decoder, optimizer, mesh, checkpointer: Checkpointer
+                   ) -> tuple[TrainState, TrainState, dict, int]:
+  """(the state's shardings, the state, the input pipeline's progress, the step to start from): the
+  newest good checkpoint's, else init_from's parameters (full fine-tuning), else fresh. With LoRA the
+  state is the adapters and their optimizer."""
+  if config.lora:
+    abstract, shardings = lora_state_shardings(model, optimizer, mesh)
+    init = lambda: jax.jit(lambda: init_lora_state(model, optimizer, jax.random.key(config.seed)),  # noqa: E731
+                           out_shardings=shardings)()
+    return (shardings, *loop.initial_state(checkpointer, abstract, shardings, init, None))
+  abstract, shardings = state_shardings(model, optimizer, mesh, config.optimizer)
+  return (shardings, *loop.initial_state(checkpointer, abstract, shardings,
+                                         lambda: init_sharded_state(model, optimizer, config.seed, shardings),
+                                         config.pretrained.checkpoints if config.pretrained else None))
+
+
+def _train_batches(config: TrainConfig, checkpointer: Checkpointer, start: int, progress: dict) -> TrainBatches:
+  """The training stream; on resume, where the checkpoint at `start` left it."""
+  batches = TrainBatches(config.mixture_or_task_name, config.sequence_length, config.batch_size, config.seed)
+  if progress["batches"]:
+    loop.resume_input(checkpointer, start, batches, progress["batches"])
+  return batches
+
+
+def _progress_log(config: TrainConfig, model_config: ModelConfig, writer: MetricsWriter, schedule,
+                  checkpointer: Checkpointer, start: int, primary: bool) -> ProgressLog:
+  return ProgressLog(writer, schedule, config.train_steps, config.log_every,
+                     tokens_per_step=config.batch_size * config.sequence_length,
+                     flops_per_token=flops_per_token(model_config, config.sequence_length),
+                     peak_flops=_peak_flops(model_config.dtype), start_step=start,
+                     primary=primary, newest_checkpoint=lambda: max(checkpointer.steps(), default=None))
 
 
 def train(config: TrainConfig, gin_config_str: str = "") -> dict:
@@ -203,54 +184,25 @@ def train(config: TrainConfig, gin_config_str: str = "") -> dict:
   if primary and gin_config_str:
     storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
   vocabulary = get_vocabulary(config.vocabulary_path)
-  if config.practical_tasks:
-    plans = {}
-    _register_practical_tasks(config, vocabulary, primary)
-  else:
-    plans = _register_data(config, primary)
+  plans = _register_tasks(config, vocabulary, primary)
   model_config = model_config_for(config, vocabulary.vocab_size)
-  base_model = Decoder(model_config)
-  model = Decoder(model_config, lora=config.lora)
   schedule, optimizer = schedule_and_optimizer(config)
   mesh = sharding.make_mesh(*config.mesh_shape)
   batch_sharding = NamedSharding(mesh, sharding.batch_spec())
-
   checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints)
   writer = MetricsWriter(config.model_dir, primary)
-  frozen = frozen_shardings = adapters = None
-  if config.lora:  # the base stays as init_from saved it; the state is the adapters and their optimizer
-    frozen_shardings = sharding.param_shardings(base_model, mesh)
-    frozen, base_step = restore_pretrained_params(config.pretrained.checkpoints, base_model, frozen_shardings)
-    adapters = {"lora": dataclasses.asdict(config.lora), "base_checkpoints": storage.resolve(
-        config.pretrained.checkpoints), "base_step": base_step}
+  trainable, adapters = _trainable(config, model_config, mesh)
   with sharding.activation_sharding(mesh):
-    if config.lora:
-      abstract, shardings = lora_state_shardings(model, optimizer, mesh)
-      init = lambda: jax.jit(lambda: init_lora_state(model, optimizer, jax.random.key(config.seed)),  # noqa: E731
-                             out_shardings=shardings)()
-      state, progress, start = loop.initial_state(checkpointer, abstract, shardings, init, None)
-    else:
-      abstract, shardings = state_shardings(model, optimizer, mesh, config.optimizer)
-      state, progress, start = loop.initial_state(
-          checkpointer, abstract, shardings, lambda: init_sharded_state(model, optimizer, config.seed, shardings),
-          config.pretrained.checkpoints if config.pretrained else None)
+    shardings, state, progress, start = _initial_state(config, trainable.model, optimizer, mesh, checkpointer)
     writer.resume_at(start)
     if primary:  # what sample.py needs to rebuild the model without this run's gin files
       write_run_info(config.model_dir, model_config, config.vocabulary_path, config.checkpoint_dir, adapters)
-    dropout_seed = config.seed if config.lora and config.lora.dropout > 0 else None
-    step_fn = jit_train_step(model, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches,
-                             frozen, frozen_shardings, dropout_seed)
-    eval_fn = jit_eval_step(model, shardings.params, batch_sharding, frozen, frozen_shardings)
-    batches = TrainBatches(config.mixture_or_task_name, config.sequence_length, config.batch_size, config.seed)
-    if progress["batches"]:
-      loop.resume_input(checkpointer, start, batches, progress["batches"])
-    validation = Validation(eval_fn, _validation_sets(config, plans), batch_sharding, config.eval_every,
-                            config.train_steps, writer, primary)
-    log = ProgressLog(writer, schedule, config.train_steps, config.log_every,
-                      tokens_per_step=config.batch_size * config.sequence_length,
-                      flops_per_token=flops_per_token(model_config, config.sequence_length),
-                      peak_flops=_peak_flops(model_config.dtype), start_step=start,
-                      primary=primary, newest_checkpoint=lambda: max(checkpointer.steps(), default=None))
+    step_fn = jit_train_step(trainable, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches)
+    batches = _train_batches(config, checkpointer, start, progress)
+    validation = Validation(jit_eval_step(trainable, shardings.params, batch_sharding),
+                            _validation_sets(config, plans), batch_sharding, config.eval_every, config.train_steps,
+                            writer, primary)
+    log = _progress_log(config, model_config, writer, schedule, checkpointer, start, primary)
     hooks = [log, validation, Checkpointing(checkpointer, batches)]  # the non-finite guard before any save
     if start == 0 and config.init_from:  # fine-tuning: the held-out loss it starts from, as step 0
       validation(loop.StepEnd(0, state, {}, save=False, stop=False))
