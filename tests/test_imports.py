@@ -10,12 +10,14 @@ since a function-level import only hides a circle until the function runs. Impor
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SKIPPED = {"tests", "docs", "codelm.egg-info"}  # and every dot-folder (.venv, .toolchains, .tpu_compiler)
-# Run, never imported: `python train.py`, `python sample.py`, `python demo.py`, the test corpus builder.
-# (A `python -m` module's own main() is not one of these: its module is a library others may import.)
+SKIPPED = {"tests", "docs", "codelm.egg-info"}  # at the root; and every dot-folder (.venv, .toolchains, ...)
+# Run, never imported: `python train.py`, `python sample.py`, `python demo.py`, the test corpus builder;
+# the scripts of bench/ are run too. (A `python -m` module's own main() is not one of these: its module
+# is a library others may import.)
 ENTRY_POINTS = ("train", "sample", "demo", "code_corpus")
 
 
@@ -23,8 +25,7 @@ def project_modules() -> dict[str, str]:
   """Dotted module name -> path, for every .py file of the project."""
   modules = {}
   for folder, subfolders, files in os.walk(ROOT):
-    subfolders[:] = sorted(s for s in subfolders if not s.startswith(".") and s not in SKIPPED
-                           and not (folder == ROOT and s in SKIPPED))
+    subfolders[:] = sorted(s for s in subfolders if not s.startswith(".") and not (folder == ROOT and s in SKIPPED))
     for file in files:
       if file.endswith(".py"):
         parts = os.path.relpath(os.path.join(folder, file), ROOT)[:-len(".py")].split(os.sep)
@@ -54,7 +55,7 @@ def imported(name: str, path: str, modules: dict[str, str]) -> set[str]:
   def add(dotted: str) -> None:
     if dotted.partition(".")[0] in ENTRY_POINTS:  # code_corpus lives in tests/, outside the graph's nodes
       dotted = dotted.partition(".")[0]
-    while dotted and dotted not in modules and dotted not in ENTRY_POINTS:  # `import a.b.c` of a name inside a.b: the module a.b
+    while dotted and dotted not in modules and dotted not in ENTRY_POINTS:  # `import a.b.c`, c a name in a.b
       dotted = dotted.rpartition(".")[0]
     if dotted and dotted != name:
       found.add(dotted)
@@ -73,6 +74,7 @@ def imported(name: str, path: str, modules: dict[str, str]) -> set[str]:
   return found
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
   modules = project_modules()
   return {name: imported(name, path, modules) for name, path in modules.items()}
