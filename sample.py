@@ -122,91 +122,6 @@ def prompt_seed_id(record: dict) -> int:
   return zlib.crc32(json.dumps(prompt_key(record)).encode())
 
 
-def split_checkpoint(checkpoint: str) -> tuple[str, int | None]:
-  """(MODEL_DIR, step) of --checkpoint: a train.py MODEL_DIR (step None: the newest good one), or
-  MODEL_DIR/checkpoints/STEP."""
-  parts = checkpoint.rstrip("/").rsplit("/", 2)  # "/" for local paths and URLs alike
-  if len(parts) == 3 and parts[2].isdigit():
-    return parts[0] or "/", int(parts[2])
-  return checkpoint, None
-
-
-def load_sampler(checkpoint: str, mesh_shape: Sequence[int] = (-1, 1, 1)):
-  """A Sampler for the newest good checkpoint of a run (or a specific `…/checkpoints/STEP` folder),
-  its parameters laid out on a (data, fsdp, tensor) mesh of every device by training's rules. A
-  damaged checkpoint is skipped with a warning naming its step and why (and left where it is)."""
-
-  import flax.linen as nn
-
-  from model import sharding
-  from model.transformer import Decoder
-  from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
-  from sampling.sampler import Sampler
-  from training.checkpoints import Checkpointer, abstract_with_shardings
-  from training.run_info import read_adapters, read_checkpoint_dir, read_run_info
-
-  model_dir, step = split_checkpoint(checkpoint)
-  config, vocab_path = read_run_info(model_dir)
-  directory = read_checkpoint_dir(model_dir)  # MODEL_DIR/checkpoints unless train.checkpoint_dir moved them
-  if not storage.isdir(directory):
-    raise FileNotFoundError(f"no checkpoint in {model_dir}: {directory} does not exist (has the run saved one?)")
-  model, vocabulary = Decoder(config), get_vocabulary(vocab_path)
-  mesh = sharding.make_mesh(*mesh_shape)
-  # Training's parameter layout from the model and the mesh alone; the optimizer state is not restored.
-  base = abstract_with_shardings(nn.unbox(sharding.abstract_params(model)), sharding.param_shardings(model, mesh))
-  adapters = read_adapters(model_dir)  # a LoRA run: its checkpoints hold adapters of a frozen base
-  abstract = _abstract_adapters(model, adapters, mesh) if adapters else base
-  checkpointer = Checkpointer(directory, async_save=False)
-  try:
-    if step is not None and step not in checkpointer.steps():
-      raise FileNotFoundError(f"no checkpoint {step} in {directory} (have {checkpointer.steps()})")
-    restored = checkpointer.restore_params(abstract, step=step)
-  finally:
-    checkpointer.close()
-  if restored is None:
-    raise FileNotFoundError(f"no checkpoint in {directory} (has the run saved one?)")
-  params, step = restored
-  if adapters:  # sample the merged model
-    params = merge_adapters(model, base, params, adapters)
-  end_ids = [vocabulary.tokenizer.piece_to_id(EOD_TOKEN), vocabulary.eos_id]
-  return Sampler(model, params, vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), end_ids, mesh=mesh), step
-
-
-def _lora_model(model, adapters: dict):
-  from model.lora import LoraConfig
-  from model.transformer import Decoder
-
-  return Decoder(model.config, lora=LoraConfig(**adapters["lora"]))
-
-
-def _abstract_adapters(model, adapters: dict, mesh):
-  """The adapters' tree as a LoRA run's checkpoints hold it, replicated (training/step.py)."""
-  import jax
-  from jax.sharding import NamedSharding, PartitionSpec
-
-  from model.lora import init_adapters
-
-  shapes = jax.eval_shape(lambda: init_adapters(_lora_model(model, adapters), jax.random.key(0)))
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec())),
-                      shapes)
-
-
-def merge_adapters(model, base_abstract, adapters_params, adapters: dict):
-  """The base checkpoint a LoRA run trained on (its recorded step, laid out as `base_abstract`) with
-  the adapters merged in."""
-  from model import lora
-  from training.checkpoints import read_params
-
-  try:
-    restored = read_params(adapters["base_checkpoints"], base_abstract, step=adapters["base_step"])
-  except FileNotFoundError as error:
-    raise FileNotFoundError(f"the LoRA run's base checkpoint is gone: {error}") from None
-  if restored is None:
-    raise FileNotFoundError(f"the LoRA run's base checkpoint {adapters['base_step']} in "
-                            f"{adapters['base_checkpoints']} does not restore")
-  return lora.merge(restored[0], adapters_params, _lora_model(model, adapters).lora)
-
-
 def check_sampling_arguments(a: dict) -> None:
   """sample()'s values by type and range (each named as its flag), before anything is loaded."""
   for name in ("checkpoint", "prompts", "output"):
@@ -233,6 +148,7 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
   import jax
   from jax.experimental import multihost_utils
 
+  from sampling import restore  # here, not at the top: `sample.py --help` stays quick (no TensorFlow)
   from sampling.sampler import SamplingConfig
   from sampling.stops import default_stops
   from training.run_info import read_run_info
@@ -240,7 +156,7 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
   check_sampling_arguments(locals())
   config = SamplingConfig(temperature, top_p, top_k, max_decode_length, chunk_length, rows=batch_size)
   records = read_prompts(prompts)
-  run_config = read_run_info(split_checkpoint(checkpoint)[0])[0]
+  run_config = read_run_info(restore.split_checkpoint(checkpoint)[0])[0]
   if max_decode_length >= run_config.max_length:
     raise UsageError(f"--max_decode_length {max_decode_length} leaves no room for a prompt: the model's "
                      f"context is {run_config.max_length} tokens")
@@ -260,7 +176,7 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
       print(f"{len(records)} prompts, {len(records) - len(todo)} already complete in {output}", flush=True)
     if not todo:
       return 0
-    sampler, step = load_sampler(checkpoint, mesh_shape)
+    sampler, step = restore.load_sampler(checkpoint, mesh_shape)
     max_prompt = sampler.model.config.max_length - max_decode_length
     start, samples, tokens = time.perf_counter(), 0, 0
     from tqdm import tqdm

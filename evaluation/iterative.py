@@ -553,8 +553,8 @@ def load_tasks(output: str, *, seed: int, examples: int, budget: int, limit: int
 def load_model(checkpoint: str, max_conversations: int) -> ConversationModel:
   """A ConversationSampler over the checkpoint sample.py would load, with room for one batch of
   conversations (--batch_prompts x --num_samples are open at once)."""
-  from sample import load_sampler
   from sampling.conversation import ConversationSampler
+  from sampling.restore import load_sampler
 
   sampler, _ = load_sampler(checkpoint)
   return ConversationSampler(sampler.model, sampler.params, sampler.vocabulary, sampler.begin_id, sampler.end_ids,

@@ -41,7 +41,6 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from model.decoding import decode_step, prefill_slots
-from model import sharding
 from model.sharding import BATCH_AXES
 from model.transformer import Decoder, PrefixSharedCache, init_prefix_shared_cache
 from sampling.stops import cut_index
@@ -127,7 +126,11 @@ class DecodeState:
 
 
 class Sampler:
-  """Samples from `model` with `params`; `vocabulary` is the run's seqio SentencePieceVocabulary."""
+  """Samples from `model` with `params`; `vocabulary` is the run's seqio SentencePieceVocabulary.
+
+  `params` are taken as placed: on `mesh`, in training's layout (sampling/restore.py's load_sampler
+  restores them onto it, place_params lays out others), or jax.ShapeDtypeStructs for `lower` alone.
+  """
 
   def __init__(self, model: Decoder, params: Any, vocabulary, begin_id: int, end_ids: Sequence[int],
                mesh: Mesh | None = None):
@@ -137,9 +140,6 @@ class Sampler:
     self.mesh = mesh  # None: wherever jax puts things (one device)
     self.row_shards = 1 if mesh is None else int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
     self.last_stats: dict = {}  # of the last run: rows, slots, decode steps, chunks
-    abstract = all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(params))  # `lower` only
-    if mesh is not None and not abstract:  # training's layout (a no-op for parameters restored onto it)
-      self.params = jax.device_put(params, sharding.param_shardings(model, mesh))
 
   def _shard_rows(self, tree: Any) -> Any:
     """Constrain every [rows or slots, ...] array of `tree` to be split over the mesh's batch axes."""

@@ -21,6 +21,7 @@ import sample as sample_entry
 from model.config import get_config
 from model.transformer import Decoder
 from data import tasks
+from sampling.restore import place_params
 from sampling.sampler import Sampler, SamplingConfig, completion_of
 from sampling.stops import cut_index, default_stops
 from model.transformer import init_params
@@ -221,7 +222,7 @@ def test_rows_split_over_devices_sample_as_on_one_device(setup):
   single = Sampler(model, params, vocabulary, code_id, [vocabulary.eos_id]).sample(prompts, 1, config, seed=0)
   for mesh_shape in ((-1, 1, 1), (2, 2, 2)):
     mesh = sharding.make_mesh(*mesh_shape)
-    sampler = Sampler(model, params, vocabulary, code_id, [vocabulary.eos_id], mesh=mesh)
+    sampler = Sampler(model, place_params(model, params, mesh), vocabulary, code_id, [vocabulary.eos_id], mesh=mesh)
     assert sampler.row_shards == mesh.shape["data"] * mesh.shape["fsdp"]
     training_layout = state_shardings(model, adafactor(1e-2), mesh)[1].params
     for placed, trained in zip(jax.tree.leaves(sampler.params), jax.tree.leaves(training_layout), strict=True):
@@ -229,7 +230,8 @@ def test_rows_split_over_devices_sample_as_on_one_device(setup):
     assert [[c.text for c in p] for p in sampler.sample(prompts, 1, config, seed=0)] == \
         [[c.text for c in p] for p in single]
   # Sampled (not greedy) rows on the mesh: the n samples of a prompt differ and a seed reproduces them.
-  sampler = Sampler(model, params, vocabulary, code_id, [vocabulary.eos_id], mesh=sharding.make_mesh(-1, 1, 1))
+  mesh = sharding.make_mesh(-1, 1, 1)
+  sampler = Sampler(model, place_params(model, params, mesh), vocabulary, code_id, [vocabulary.eos_id], mesh=mesh)
   sampled = SamplingConfig(max_decode_length=12)
   first = sampler.sample(prompts[:1], 4, sampled, seed=3)
   assert len({c.text for c in first[0]}) > 1
@@ -354,7 +356,8 @@ def test_samples_do_not_depend_on_how_they_are_scheduled(setup):
   for variant in variants:
     config = dataclasses.replace(base, **variant)
     assert _texts(sampler.sample(prompts, 6, config, seed=5, max_new_tokens=lengths)) == _texts(reference), variant
-  two = Sampler(model, params, vocabulary, code_id, [eod], mesh=sharding.make_mesh(2, 1, 1, jax.devices()[:2]))
+  mesh = sharding.make_mesh(2, 1, 1, jax.devices()[:2])
+  two = Sampler(model, place_params(model, params, mesh), vocabulary, code_id, [eod], mesh=mesh)
   for variant in (dict(), dict(rows=4, rows_per_prompt=2)):
     config = dataclasses.replace(base, **variant)
     assert _texts(two.sample(prompts, 6, config, seed=5, max_new_tokens=lengths)) == _texts(reference), variant
@@ -466,9 +469,11 @@ def test_sample_py_resumed_at_any_line_writes_what_an_uninterrupted_run_writes(t
   import sampling.sampler as sampler_module
 
   monkeypatch.setattr(sampler_module, "sample_tokens", _bit_sensitive_tokens)
+  from sampling import restore
+
   loaded = {}
-  load = sample_entry.load_sampler
-  monkeypatch.setattr(sample_entry, "load_sampler", lambda *a: loaded.get(a) or loaded.setdefault(a, load(*a)))
+  load = restore.load_sampler
+  monkeypatch.setattr(restore, "load_sampler", lambda *a: loaded.get(a) or loaded.setdefault(a, load(*a)))
   texts = code_corpus.PY + code_corpus.GO
   prompts = tmp_path / "prompts.jsonl"
   _write_prompts(prompts, [{"qid": f"q{i}", "language": "go" if i % 2 else "python",
