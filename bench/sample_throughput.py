@@ -49,6 +49,7 @@ import numpy as np  # noqa: E402
 from model.config import SIZES, get_config  # noqa: E402
 from model.transformer import Decoder, init_params  # noqa: E402
 from sampling.sampler import Sampler, SamplingConfig  # noqa: E402
+from sampling.strategies import DEFAULT_TOP_P  # noqa: E402
 from training.throughput import matmul_ceiling  # noqa: E402
 
 BEFORE_REVISION = "f4c5e95"  # the last commit with the static-batch sampler
@@ -214,7 +215,7 @@ def main(argv=None) -> dict:
   parser.add_argument("--no_before", action="store_true", help="skip the previous sampler")
   parser.add_argument("--memory", action="store_true", help="only the decode loops' memory, for --samples of one prompt")
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--top_p", type=float, default=0.95, help="random parameters give flat distributions, "
+  parser.add_argument("--top_p", type=float, default=DEFAULT_TOP_P, help="random parameters give flat distributions, "
                       "whose nucleus needs a full sort of the vocabulary each step (a trained model's rarely does)")
   parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results", "sample_throughput.json"))
   args = parser.parse_args(argv)

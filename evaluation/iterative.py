@@ -72,6 +72,7 @@ from evaluation.judge import Case, Status, judge
 from evaluation.languages import MODULES, get
 from evaluation.languages.base import Renderer
 from evaluation.passk import pass_at_k
+from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from evaluation.typed import Question, TestCase
 from sampling.stops import cut_index
 
@@ -576,8 +577,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--budget", type=int, default=100, help="differential-testing inputs per problem")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--constraints", default=DEFAULT_CONSTRAINTS)
-  parser.add_argument("--temperature", type=float, default=0.8)
-  parser.add_argument("--top_p", type=float, default=0.95)
+  parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE)
+  parser.add_argument("--top_p", type=float, default=DEFAULT_TOP_P)
   parser.add_argument("--max_decode_length", type=int, default=256)
   parser.add_argument("--batch_prompts", type=int, default=16,
                       help="prompts whose conversations run together (x --num_samples conversations hold a cache each)")

@@ -32,9 +32,8 @@ import numpy as np
 
 from model.decoding import decode_step, extend, prefill
 from model.transformer import Decoder, KVCache, init_cache
-from sampling.sampler import Completion, SamplingConfig, completion_of
-from sampling.stops import cut_index
-from sampling.strategies import sample_tokens
+from sampling.rows import Completion, completion_of, emit, stopped_rows
+from sampling.sampler import SamplingConfig
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -271,9 +270,7 @@ class ConversationSampler:
   @functools.partial(jax.jit, static_argnames=("self", "config"), donate_argnames=("state",))
   def _continue(self, params: Any, state: _RoundState, stopped: jax.Array, config: SamplingConfig) -> _RoundState:
     """Up to chunk_length tokens for every row not done; rows the host `stopped` are done first."""
-    end_ids = jnp.asarray(self.end_ids)
     rows = jnp.arange(state.done.shape[0])
-    last_slot = state.tokens.shape[1] - 1
     state = state.replace(done=state.done | stopped)
 
     def cond(carry):
@@ -282,13 +279,9 @@ class ConversationSampler:
 
     def body(carry):
       state, steps = carry
-      active = ~state.done
       keys = jax.vmap(jax.random.fold_in)(state.keys, state.generated)
-      token = sample_tokens(state.logits, keys, config.temperature, config.top_p, config.top_k)
-      at = jnp.minimum(state.generated, last_slot)
-      tokens = state.tokens.at[rows, at].set(jnp.where(active, token, state.tokens[rows, at]))
-      generated = state.generated + active
-      done = state.done | (active & (jnp.isin(token, end_ids) | (generated >= state.limit)))
+      _, tokens, generated, done = emit(state.logits, keys, ~state.done, state.tokens, state.generated, state.done,
+                                        state.limit, self.end_ids, config.temperature, config.top_p, config.top_k)
       # Every row feeds its newest token: a running row's new one (its keys/values join the cache, even
       # if it just ended, and give the next logits); a finished row's again, at its own position, which
       # rewrites the keys/values already there.
@@ -321,10 +314,8 @@ class ConversationSampler:
       state = self._continue(self.params, state, jnp.asarray(stopped), config)
       chunks += 1
       tokens, generated, done = (np.asarray(x) for x in (state.tokens, state.generated, state.done))
-      stopped = np.zeros(size, bool)
-      for index in np.flatnonzero(~done[:len(rows)]):
-        text = self.vocabulary.decode(tokens[index, :generated[index]].tolist())
-        stopped[index] = bool(stops[index]) and cut_index(text, stops[index]) >= 0
+      running = ~done & (np.arange(size) < len(rows))  # (padding rows are done from the start)
+      stopped = stopped_rows(self.vocabulary, tokens, generated, running, stops)
       if (done | stopped).all():
         break
     row_array = np.full(size, self.max_conversations, np.int32)

@@ -1,7 +1,8 @@
 """n completions per prompt from a trained decoder: continuous batching over a shared-prompt KV cache.
 
 The work is every (prompt, sample) pair. A fixed number of decode rows runs it in one jitted
-`lax.while_loop`, up to `chunk_length` steps per call:
+`lax.while_loop`, up to `chunk_length` steps per call, each step five phases over the DecodeState
+(decode, flush, admit, assign, emit: the functions of those names below):
 - Rows sit in prompt slots of G rows. A slot holds one prompt's KV cache, prefilled once and read once
   per step for all its rows (model.transformer.PrefixSharedCache); each row keeps only the keys and
   values of the tokens it generated.
@@ -19,7 +20,8 @@ The work is every (prompt, sample) pair. A fixed number of decode rows runs it i
   writes what an uninterrupted run writes. Other rows or devices mean other shapes, whose rounding
   may, rarely, change a draw.
 Stop *strings* (which may span token boundaries) are checked on the host between chunks, when the
-finished samples are collected: there is no per-token host round trip.
+finished samples are collected: there is no per-token host round trip. (Drawing a token, the stop
+check and cutting a completion are sampling/rows.py's, shared with ConversationSampler.)
 
 Data-parallel: given a mesh (model/sharding.py's, as training builds it), rows and prompt slots are
 split over the batch axes (data, fsdp) of every device on every host, and the parameters keep the
@@ -43,8 +45,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from model.decoding import decode_step, prefill_slots
 from model.sharding import BATCH_AXES
 from model.transformer import Decoder, PrefixSharedCache, init_prefix_shared_cache
-from sampling.stops import cut_index
-from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, sample_tokens
+from sampling.rows import Completion, completion_of, emit, stopped_rows
+from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
 
 _ADMIT_AT_ONCE = 8  # prompts admitted in one step (each prefilled alone) when that many slots are free
@@ -59,34 +61,8 @@ class SamplingConfig:
   chunk_length: int = 32  # tokens decoded on device between host-side stop-string checks
   rows: int = 256  # samples decoded at once (fewer when the run has fewer); memory ~ rows x max_decode_length
   rows_per_prompt: int = 0  # G, rows sharing one copy of a prompt's cache; 0: automatic (see layout)
-  continuous: bool = True  # refill finished rows at once; False: static batches (each row one sample)
   share_prompt_cache: bool = True  # False: one copy of the prompt's cache per row (G = 1)
   window_bucket: int = 64  # generated-token attention window rounded up to this; 0: the whole allocation
-
-
-@dataclasses.dataclass
-class Completion:
-  text: str  # the completion without the prompt, cut before the first stop string
-  finish_reason: str  # "stop", "eos" or "length"
-  num_tokens: int  # generated tokens kept (up to the stop string or end-of-document)
-
-
-def completion_of(vocabulary, tokens: np.ndarray, generated: int, end_ids: Sequence[int],
-                  stops: Sequence[str]) -> Completion:
-  """A sample's first `generated` tokens as a Completion: the end token dropped ("eos"), the text cut
-  before the first stop string ("stop", counting the tokens the kept text needs), else "length". The
-  one place completions are cut (Sampler and ConversationSampler)."""
-  ids = tokens[:generated].tolist()
-  ended = generated > 0 and int(ids[-1]) in end_ids
-  if ended:
-    ids = ids[:-1]  # drop the end-of-document token itself
-  text = vocabulary.decode(ids)
-  cut = cut_index(text, stops)
-  if cut >= 0:
-    # Count the tokens that the kept text needs: the shortest prefix whose decoding covers it.
-    kept = next(n for n in range(len(ids) + 1) if len(vocabulary.decode(ids[:n])) >= cut)
-    return Completion(text=text[:cut], finish_reason="stop", num_tokens=kept)
-  return Completion(text=text, finish_reason="eos" if ended else "length", num_tokens=len(ids))
 
 
 @flax.struct.dataclass
@@ -108,8 +84,6 @@ class DecodeState:
   # Prompt slots.
   slot_prompt: jax.Array  # [Q] -1: empty
   slot_logits: jax.Array  # [Q, V] next-token logits after the slot's prompt
-  fresh: jax.Array  # [Q] admitted this step (static batching assigns rows only then)
-  batch_open: jax.Array  # () static batching: slots are being filled
   cache: PrefixSharedCache
   # Rows.
   sample: jax.Array  # [R] the sample a row runs, -1: idle
@@ -123,6 +97,117 @@ class DecodeState:
   out_generated: jax.Array  # [F]
   out_count: jax.Array  # ()
   steps: jax.Array  # () decode steps run (all calls)
+
+
+# A decode step's five phases, in the order Sampler._continue runs them inside its one jitted loop.
+
+def _decode(model: Decoder, params: Any, state: DecodeState, group: int, window: int
+            ) -> tuple[jax.Array, DecodeState]:
+  """1. A decode step of every row from its last token: the next-token logits [R, V]. Idle rows
+  compute too (fixed shapes); their logits, and those of rows that end or start now, are not used."""
+  row_slot = jnp.arange(state.sample.shape[0]) // group
+  index = jnp.maximum(state.num_generated - 1, 0)
+  cache = state.cache.replace(suffix_index=index, window=window)
+  positions = cache.prefix_lengths[row_slot] + index
+  logits, cache = decode_step(model, params, state.last, positions, cache)
+  return logits, state.replace(cache=cache.replace(window=0))
+
+
+def _flush(state: DecodeState) -> DecodeState:
+  """2. Finished rows are written to the output buffer (in row order) and become idle."""
+  flush = (state.sample >= 0) & state.done
+  capacity = state.out_sample.shape[0]
+
+  # The conditional takes and returns only the output buffer: a cache passed through a cond is copied.
+  def flush_rows(out):
+    out_sample, out_tokens, out_generated, out_count = out
+    slot_in_buffer = jnp.where(flush, out_count + jnp.cumsum(flush) - 1, capacity)
+    return (out_sample.at[slot_in_buffer].set(state.sample, mode="drop"),
+            out_tokens.at[slot_in_buffer].set(state.tokens, mode="drop"),
+            out_generated.at[slot_in_buffer].set(state.num_generated, mode="drop"), out_count + jnp.sum(flush))
+
+  out = jax.lax.cond(jnp.any(flush), flush_rows, lambda out: out,
+                     (state.out_sample, state.out_tokens, state.out_generated, state.out_count))
+  return state.replace(out_sample=out[0], out_tokens=out[1], out_generated=out[2], out_count=out[3],
+                       sample=jnp.where(flush, -1, state.sample))
+
+
+def _admit(model: Decoder, params: Any, state: DecodeState, num_samples: int, group: int) -> DecodeState:
+  """3. Free slots take prompts, each prefilled here, inside the loop. A slot is free when its rows are
+  all idle and its prompt has no sample left to hand out. It takes the next prompt of `order`; when
+  none is left, a second copy of the admitted prompt with the most samples still pending (the tail of
+  a run keeps every row busy). Up to _ADMIT_AT_ONCE prompts at once when that many slots are free
+  (the start of a run, or several slots freed together), else one: a slot never waits long."""
+  n, slots = num_samples, state.slot_prompt.shape[0]
+  last_prompt = state.order.shape[0] - 1
+  slot_idle = (state.sample < 0).reshape(slots, group).all(axis=1)
+  has_pending = state.pending < n
+  exhausted = (state.slot_prompt < 0) | ~has_pending[jnp.maximum(state.slot_prompt, 0)]
+  free = slot_idle & exhausted
+  has_new = state.next_prompt < state.num_todo
+  admitted_before = state.rank < state.next_prompt
+  copy = jnp.argmax(jnp.where(admitted_before, n - state.pending, 0))  # most samples still pending
+  prompt = jnp.where(has_new, state.order[jnp.minimum(state.next_prompt, last_prompt)], copy)
+  admit = jnp.any(free) & (has_new | (admitted_before[copy] & has_pending[copy]))
+
+  many = min(_ADMIT_AT_ONCE, slots)
+  admit_many = (many > 1) & (jnp.sum(free) >= many) & (state.next_prompt + many <= state.num_todo)
+  count = jnp.where(admit_many, many, admit.astype(jnp.int32))
+  free_slots = jax.lax.top_k(free.astype(jnp.int32), many)[1]  # the free slots, lowest first
+  new_prompts = jnp.where(admit_many, state.order[jnp.minimum(state.next_prompt + jnp.arange(many), last_prompt)],
+                          prompt)
+
+  def fill(i, part):
+    # One prompt per prefill, whether it comes alone or with others: a prompt's cache and first
+    # logits are the same computation (the same shapes) whenever and with whatever it is admitted.
+    prefix, slot_prompt, slot_logits = part
+    slot, chosen = free_slots[i], new_prompts[i]
+    logits, prefix = prefill_slots(model, params, state.prompts[chosen][None], state.prompt_lengths[chosen][None],
+                                   slot[None], prefix)
+    return prefix, slot_prompt.at[slot].set(chosen), slot_logits.at[slot].set(logits[0])
+
+  cache = state.cache
+  prefix = cache.replace(suffix_k=(), suffix_v=())  # the prompt slots' part of the cache
+  prefix, slot_prompt, slot_logits = jax.lax.fori_loop(0, count, fill, (prefix, state.slot_prompt, state.slot_logits))
+  admitted = jnp.where(admit_many, many, (admit & has_new).astype(jnp.int32))
+  return state.replace(cache=prefix.replace(suffix_k=cache.suffix_k, suffix_v=cache.suffix_v),
+                       slot_prompt=slot_prompt, slot_logits=slot_logits, next_prompt=state.next_prompt + admitted)
+
+
+def _assign(state: DecodeState, logits: jax.Array, num_samples: int, group: int
+            ) -> tuple[DecodeState, jax.Array]:
+  """4. Idle rows take their slot prompt's next samples (numbered by rank among the idle rows of the
+  same prompt); a new row's next-token logits [R, V] are its prompt's."""
+  n, rows = num_samples, state.sample.shape[0]
+  row_slot = jnp.arange(rows) // group
+  row_prompt = state.slot_prompt[row_slot]
+  eligible = (state.sample < 0) & (row_prompt >= 0)
+  before = (row_prompt[:, None] == row_prompt[None, :]) & eligible[None, :] & (
+      jnp.arange(rows)[None, :] < jnp.arange(rows)[:, None])
+  number = state.pending[jnp.maximum(row_prompt, 0)] + jnp.sum(before, axis=1)
+  take = eligible & (number < n)
+  state = state.replace(
+      pending=state.pending.at[jnp.where(take, row_prompt, state.pending.shape[0])].add(1, mode="drop"),
+      sample=jnp.where(take, row_prompt * n + number, state.sample),
+      num_generated=jnp.where(take, 0, state.num_generated), done=state.done & ~take)
+  logits = jax.lax.cond(jnp.any(take), lambda: jnp.where(take[:, None], state.slot_logits[row_slot], logits),
+                        lambda: logits)
+  return state, logits
+
+
+def _emit(state: DecodeState, logits: jax.Array, num_samples: int, end_ids: Sequence[int],
+          config: SamplingConfig) -> DecodeState:
+  """5. One token for every running row (from its decode step) and every new row (from its prompt),
+  drawn from the sample's own key: fold_in(prompt key, sample number, token index)."""
+  active = (state.sample >= 0) & ~state.done  # after _assign: the rows running before it and the new ones
+  prompt_of, number_of = state.sample // num_samples, state.sample % num_samples
+  keys = jax.vmap(lambda k, s, t: jax.random.fold_in(jax.random.fold_in(k, s), t))(
+      state.prompt_keys[jnp.maximum(prompt_of, 0)], number_of, state.num_generated)
+  limit = state.limits[jnp.maximum(state.sample, 0)]
+  token, tokens, generated, done = emit(logits, keys, active, state.tokens, state.num_generated, state.done, limit,
+                                        end_ids, config.temperature, config.top_p, config.top_k)
+  return state.replace(tokens=tokens, num_generated=generated, last=jnp.where(active, token, state.last), done=done,
+                       steps=state.steps + 1)
 
 
 class Sampler:
@@ -201,7 +286,7 @@ class Sampler:
         order=order, rank=rank, num_todo=jnp.sum(~skip).astype(jnp.int32),
         pending=jnp.where(skip, num_samples, 0).astype(jnp.int32), next_prompt=jnp.zeros((), jnp.int32),
         slot_prompt=jnp.full((slots,), -1, jnp.int32), slot_logits=jnp.zeros((slots, vocab), jnp.float32),
-        fresh=jnp.zeros((slots,), bool), batch_open=jnp.ones((), bool), cache=cache,
+        cache=cache,
         sample=jnp.full((rows,), -1, jnp.int32), tokens=jnp.zeros((rows, new), jnp.int32),
         num_generated=jnp.zeros((rows,), jnp.int32), last=jnp.zeros((rows,), jnp.int32),
         done=jnp.zeros((rows,), bool), out_sample=jnp.zeros((2 * rows,), jnp.int32),
@@ -217,127 +302,23 @@ class Sampler:
                      donate_argnames=("state",))
   def _continue(self, params: Any, state: DecodeState, stopped: jax.Array, num_samples: int, group: int,
                 window: int, config: SamplingConfig) -> DecodeState:
-    """Up to chunk_length decode steps; ends early when the work is done or the output buffer may not
-    hold another step's finished samples. The host has collected the output buffer before the call."""
-    n, new = num_samples, config.max_decode_length
-    rows, slots = state.sample.shape[0], state.slot_prompt.shape[0]
-    capacity = state.out_sample.shape[0]
-    row_slot = jnp.arange(rows) // group
-    last_prompt = state.order.shape[0] - 1
-    end_ids = jnp.asarray(self.end_ids)
+    """Up to chunk_length decode steps (the five phases above); ends early when the work is done or the
+    output buffer may not hold another step's finished samples. The host has collected the output
+    buffer before the call and marked in `stopped` [R] the rows that reached a stop string."""
+    rows, capacity = state.sample.shape[0], state.out_sample.shape[0]
     state = state.replace(done=state.done | (stopped & (state.sample >= 0)), out_count=jnp.zeros((), jnp.int32))
-
-    def work_left(state):
-      return jnp.any(state.sample >= 0) | jnp.any(state.pending < n)
 
     def cond(carry):
       state, steps = carry
-      return (steps < config.chunk_length) & (state.out_count + rows <= capacity) & work_left(state)
+      work_left = jnp.any(state.sample >= 0) | jnp.any(state.pending < num_samples)
+      return (steps < config.chunk_length) & (state.out_count + rows <= capacity) & work_left
 
     def body(carry):
       state, steps = carry
-      # 1. Decode the rows that have a token to feed; idle rows compute too (fixed shapes) and are ignored.
-      index = jnp.maximum(state.num_generated - 1, 0)
-      cache = state.cache.replace(suffix_index=index, window=window)
-      positions = cache.prefix_lengths[row_slot] + index
-      logits, cache = decode_step(self.model, params, state.last, positions, cache)
-      cache = cache.replace(window=0)
-      running = (state.sample >= 0) & ~state.done
-
-      # 2. Flush finished rows into the output buffer; they become idle.
-      flush = (state.sample >= 0) & state.done
-
-      # (The conditional steps below take and return only what they change: a cache passed through a
-      # cond is copied.)
-      def flush_rows(out):
-        out_sample, out_tokens, out_generated, out_count = out
-        slot_in_buffer = jnp.where(flush, out_count + jnp.cumsum(flush) - 1, capacity)
-        return (out_sample.at[slot_in_buffer].set(state.sample, mode="drop"),
-                out_tokens.at[slot_in_buffer].set(state.tokens, mode="drop"),
-                out_generated.at[slot_in_buffer].set(state.num_generated, mode="drop"), out_count + jnp.sum(flush))
-
-      out = jax.lax.cond(jnp.any(flush), flush_rows, lambda out: out,
-                         (state.out_sample, state.out_tokens, state.out_generated, state.out_count))
-      state = state.replace(out_sample=out[0], out_tokens=out[1], out_generated=out[2], out_count=out[3],
-                            sample=jnp.where(flush, -1, state.sample))
-
-      # 3. Give at most one free slot a prompt (prefilled here, inside the loop).
-      idle = state.sample < 0
-      slot_idle = idle.reshape(slots, group).all(axis=1)
-      has_pending = state.pending < n
-      if config.continuous:
-        exhausted = (state.slot_prompt < 0) | ~has_pending[jnp.maximum(state.slot_prompt, 0)]
-        free = slot_idle & exhausted
-        has_new = state.next_prompt < state.num_todo
-        admitted_before = state.rank < state.next_prompt
-        copy = jnp.argmax(jnp.where(admitted_before, n - state.pending, 0))  # most samples still pending
-        prompt = jnp.where(has_new, state.order[jnp.minimum(state.next_prompt, last_prompt)], copy)
-        admit = jnp.any(free) & (has_new | (admitted_before[copy] & has_pending[copy]))
-        batch_open = state.batch_open
-      else:  # static batches: fill every slot once all rows are idle, then run the batch out
-        free = slot_idle
-        batch_open = state.batch_open | jnp.all(idle)
-        prompt = jnp.argmax(has_pending)  # the first prompt with samples left
-        has_new = jnp.zeros((), bool)
-        admit = jnp.any(free) & jnp.any(has_pending) & batch_open
-
-      # Up to `many` new prompts at once when that many slots are free (the start of a run, or
-      # several slots freed together), else one: a slot never waits long for its prompt.
-      many = min(_ADMIT_AT_ONCE, slots) if config.continuous else 1
-      admit_many = (many > 1) & (jnp.sum(free) >= many) & (state.next_prompt + many <= state.num_todo)
-      count = jnp.where(admit_many, many, admit.astype(jnp.int32))
-      free_slots = jax.lax.top_k(free.astype(jnp.int32), many)[1]  # the free slots, lowest first
-      new_prompts = jnp.where(admit_many, state.order[jnp.minimum(state.next_prompt + jnp.arange(many), last_prompt)],
-                              prompt)
-
-      def fill(i, part):
-        # One prompt per prefill, whether it comes alone or with others: a prompt's cache and first
-        # logits are the same computation (the same shapes) whenever and with whatever it is admitted.
-        prefix, slot_prompt, slot_logits, fresh = part
-        slot, chosen = free_slots[i], new_prompts[i]
-        logits, prefix = prefill_slots(self.model, params, state.prompts[chosen][None],
-                                       state.prompt_lengths[chosen][None], slot[None], prefix)
-        return (prefix, slot_prompt.at[slot].set(chosen), slot_logits.at[slot].set(logits[0]),
-                fresh.at[slot].set(True))
-
-      prefix = cache.replace(suffix_k=(), suffix_v=())  # the prompt slots' part of the cache
-      part = jax.lax.fori_loop(0, count, fill, (prefix, state.slot_prompt, state.slot_logits, state.fresh))
-      cache = part[0].replace(suffix_k=cache.suffix_k, suffix_v=cache.suffix_v)
-      state = state.replace(cache=cache, slot_prompt=part[1], slot_logits=part[2], fresh=part[3])
-      admitted = jnp.where(admit_many, many, (admit & has_new).astype(jnp.int32))
-      state = state.replace(next_prompt=state.next_prompt + admitted, batch_open=batch_open & (admit | config.continuous))
-
-      # 4. Idle rows take their slot prompt's next samples (rank among idle rows of the same prompt).
-      row_prompt = state.slot_prompt[row_slot]
-      eligible = idle & (row_prompt >= 0)
-      if not config.continuous:
-        eligible = eligible & state.fresh[row_slot]
-      before = (row_prompt[:, None] == row_prompt[None, :]) & eligible[None, :] & (
-          jnp.arange(rows)[None, :] < jnp.arange(rows)[:, None])
-      number = state.pending[jnp.maximum(row_prompt, 0)] + jnp.sum(before, axis=1)
-      take = eligible & (number < n)
-      state = state.replace(
-          pending=state.pending.at[jnp.where(take, row_prompt, state.pending.shape[0])].add(1, mode="drop"),
-          sample=jnp.where(take, row_prompt * n + number, state.sample),
-          num_generated=jnp.where(take, 0, state.num_generated), done=state.done & ~take,
-          fresh=jnp.zeros_like(state.fresh))
-
-      # 5. One token for every running row (from its decode step) and every new row (from its prompt).
-      logits = jax.lax.cond(jnp.any(take), lambda: jnp.where(take[:, None], state.slot_logits[row_slot], logits),
-                            lambda: logits)
-      prompt_of, number_of = state.sample // n, state.sample % n
-      keys = jax.vmap(lambda k, s, t: jax.random.fold_in(jax.random.fold_in(k, s), t))(
-          state.prompt_keys[jnp.maximum(prompt_of, 0)], number_of, state.num_generated)
-      token = sample_tokens(logits, keys, config.temperature, config.top_p, config.top_k)
-      active = take | running
-      at = jnp.minimum(state.num_generated, new - 1)
-      tokens = state.tokens.at[jnp.arange(rows), at].set(jnp.where(active, token, state.tokens[jnp.arange(rows), at]))
-      generated = state.num_generated + active
-      limit = state.limits[jnp.maximum(state.sample, 0)]
-      done = state.done | (active & (jnp.isin(token, end_ids) | (generated >= limit)))
-      state = state.replace(tokens=tokens, num_generated=generated, last=jnp.where(active, token, state.last),
-                            done=done, steps=state.steps + 1)
-      return self._shard_state(state), steps + 1
+      logits, state = _decode(self.model, params, state, group, window)
+      state = _admit(self.model, params, _flush(state), num_samples, group)
+      state, logits = _assign(state, logits, num_samples, group)
+      return self._shard_state(_emit(state, logits, num_samples, self.end_ids, config)), steps + 1
 
     state, _ = jax.lax.while_loop(cond, body, (state, jnp.zeros((), jnp.int32)))
     return state
@@ -415,11 +396,8 @@ class Sampler:
       sample, tokens, generated, done = (self._to_host(x) for x in (
           state.sample, state.tokens, state.num_generated, state.done))
       running = (sample >= 0) & ~done
-      stopped = np.zeros(rows, bool)
-      for row in np.flatnonzero(running):
-        row_stops = stops[sample[row] // num_samples]
-        if row_stops and cut_index(self.vocabulary.decode(tokens[row, :generated[row]].tolist()), row_stops) >= 0:
-          stopped[row] = True
+      stopped = stopped_rows(self.vocabulary, tokens, generated, running,
+                             [stops[s // num_samples] if s >= 0 else () for s in sample])
       longest = int(generated[running].max()) if running.any() else 0
     self.last_stats = {"rows": rows, "slots": slots, "rows_per_slot": group, "chunks": chunks,
                        "decode_steps": int(self._to_host(state.steps))}

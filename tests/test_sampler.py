@@ -22,7 +22,8 @@ from model.config import get_config
 from model.transformer import Decoder
 from data import tasks
 from sampling.restore import place_params
-from sampling.sampler import Sampler, SamplingConfig, completion_of
+from sampling.rows import completion_of
+from sampling.sampler import Sampler, SamplingConfig
 from sampling.stops import cut_index, default_stops
 from model.transformer import init_params
 
@@ -337,9 +338,9 @@ def _texts(result):
 
 
 def test_samples_do_not_depend_on_how_they_are_scheduled(setup):
-  # Every sample draws from its own key, so the same seed gives the same samples with continuous
-  # batching on or off, the prompt cache shared or copied per row, few or many rows (refills at
-  # different times), the attention window bucketed or not, and on 1 or 2 devices.
+  # Every sample draws from its own key, so the same seed gives the same samples with the prompt cache
+  # shared or copied per row, few or many rows (refills at different times), the attention window
+  # bucketed or not, and on 1 or 2 devices.
   from model import sharding
 
   _, _, vocabulary, model, params, code_id = setup
@@ -351,8 +352,8 @@ def test_samples_do_not_depend_on_how_they_are_scheduled(setup):
   reference = sampler.sample(prompts, 6, base, seed=5, max_new_tokens=lengths)
   assert len({c.text for c in reference[0]}) > 1  # the samples of one prompt differ
   assert sampler.last_stats["rows_per_slot"] == 6  # automatic: the rows hold every sample, one slot per prompt
-  variants = [dict(continuous=False), dict(share_prompt_cache=False), dict(rows=3), dict(rows=5, rows_per_prompt=3),
-              dict(rows_per_prompt=6), dict(rows=4, rows_per_prompt=2, continuous=False), dict(window_bucket=0)]
+  variants = [dict(share_prompt_cache=False), dict(rows=3), dict(rows=5, rows_per_prompt=3), dict(rows_per_prompt=6),
+              dict(window_bucket=0)]
   for variant in variants:
     config = dataclasses.replace(base, **variant)
     assert _texts(sampler.sample(prompts, 6, config, seed=5, max_new_tokens=lengths)) == _texts(reference), variant
@@ -440,9 +441,9 @@ def test_a_resumed_run_samples_what_an_uninterrupted_one_does_whatever_was_done(
   # point (a prefix of the order prompts finish in) or any other set. The prompts left must get the
   # samples they get in the whole run, to the bit: the padded prompt width, the layout and every
   # prompt's prefill must not depend on which prompts are left or on when a prompt was admitted.
-  import sampling.sampler as sampler_module
+  import sampling.rows
 
-  monkeypatch.setattr(sampler_module, "sample_tokens", _bit_sensitive_tokens)
+  monkeypatch.setattr(sampling.rows, "sample_tokens", _bit_sensitive_tokens)
   _, _, vocabulary, model, params, code_id = setup
   eod = vocabulary.tokenizer.piece_to_id("[eod]")
   texts = code_corpus.PY + code_corpus.GO
@@ -466,9 +467,9 @@ def test_a_resumed_run_samples_what_an_uninterrupted_one_does_whatever_was_done(
 def test_sample_py_resumed_at_any_line_writes_what_an_uninterrupted_run_writes(trained_run, tmp_path, monkeypatch):
   # The file level: a run killed after any number of lines (a torn prompt is dropped and redone) and
   # rerun ends with the lines of a run never killed, each sample's tokens the same to the bit.
-  import sampling.sampler as sampler_module
+  import sampling.rows
 
-  monkeypatch.setattr(sampler_module, "sample_tokens", _bit_sensitive_tokens)
+  monkeypatch.setattr(sampling.rows, "sample_tokens", _bit_sensitive_tokens)
   from sampling import restore
 
   loaded = {}
