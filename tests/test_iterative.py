@@ -1,4 +1,4 @@
-"""evaluation/iterative_tasks.py and evaluation/iterative.py with a scripted conversation model.
+"""evaluation/iterative_tasks.py, iterative_protocol.py and iterative.py with a scripted conversation model.
 
 The stand-in has ConversationSampler's API (start / reply / close) and answers each conversation
 from a script: a function of (its first prompt, the examples shown so far, the round) -> code.
@@ -17,7 +17,7 @@ from typing import Callable
 
 import pytest
 
-from evaluation import execution, iterative, iterative_tasks, typed
+from evaluation import execution, iterative, iterative_protocol, iterative_tasks, typed
 from evaluation.iterative import Settings
 from evaluation.languages import get
 
@@ -175,12 +175,12 @@ def test_committed_constraints_file_reads():
 # ---- protocol ----------------------------------------------------------------------------------
 
 def test_round1_prompt_has_signature_and_examples_but_no_description(task):
-  prompt = iterative.first_prompt(iterative.EXAMPLES, "python", QUESTION, task.start_sets[0])
+  prompt = iterative_protocol.first_prompt(iterative_protocol.EXAMPLES, "python", QUESTION, task.start_sets[0])
   assert "def largest(numbers: list[int]) -> int:" in prompt
   assert "The largest of the numbers" not in prompt
   for example in task.start_sets[0]:
     assert f"largest({example.inputs[0]!r}) == {example.output}" in prompt
-  natural = iterative.first_prompt(iterative.NATURAL, "python", QUESTION, ())
+  natural = iterative_protocol.first_prompt(iterative_protocol.NATURAL, "python", QUESTION, ())
   assert "The largest of the numbers" in natural
 
 
@@ -279,10 +279,11 @@ def test_same_seeds_same_verdicts(task, tmp_path):
 def test_input_matching_rule():
   q = QUESTION
   ex = [iterative_tasks.Example(([12, 5, 30],), 30), iterative_tasks.Example(([7, 8],), 8)]
-  assert iterative.input_matching("python", q, "    if numbers == [12, 5, 30]:\n        return 30\n", ex)
-  assert iterative.input_matching("python", q, "    if numbers[0] == 12: return 30\n    if numbers[0] == 7: return 8\n", ex)
-  assert not iterative.input_matching("python", q, "    return max(numbers)\n", ex)
-  assert not iterative.input_matching("python", q, "    if len(numbers) == 0:\n        return 0\n    return max(numbers)\n", ex)
+  matching = iterative_protocol.input_matching
+  assert matching("python", q, "    if numbers == [12, 5, 30]:\n        return 30\n", ex)
+  assert matching("python", q, "    if numbers[0] == 12: return 30\n    if numbers[0] == 7: return 8\n", ex)
+  assert not matching("python", q, "    return max(numbers)\n", ex)
+  assert not matching("python", q, "    if len(numbers) == 0:\n        return 0\n    return max(numbers)\n", ex)
 
 
 @pytest.mark.skipif(bool(execution.missing(get("cpp").toolchain)), reason="no C++ toolchain")
@@ -342,7 +343,7 @@ def test_prompts_and_conversations_that_outgrow_the_context_end_as_such(task, tm
   class Small(Scripted):
     def fits(self, conversation, text):
       if conversation is None:
-        return iterative.EXAMPLES_HEADER in text  # the examples prompt fits, the natural one does not
+        return iterative_protocol.EXAMPLES_HEADER in text  # the examples prompt fits, the natural one does not
       return False  # no feedback fits
 
   model = Small(script)
@@ -366,11 +367,11 @@ def test_a_rounds_checks_are_built_together_with_the_verdicts_of_one_by_one(task
   given = task.start_sets[0]
   items = [(task.question, code, given, task.pool) for code in codes]
   limits = execution.Limits(timeout_s=10)
-  alone = [iterative.check("cpp", *item, False, limits) for item in items]
+  alone = [iterative_protocol.check("cpp", *item, False, limits) for item in items]
   builds = []
   original = execution.build
   monkeypatch.setattr(execution, "build", lambda *a, **k: builds.append(1) or original(*a, **k))
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    together = iterative.check_all("cpp", items, False, limits, pool)
+    together = iterative_protocol.check_all("cpp", items, False, limits, pool)
   assert together == alone and len(builds) == 2  # two workers: the four programs in two builds
-  assert [c.verdict for c in together][0] == iterative.SUCCESS and together[2].verdict == "compile_error"
+  assert [c.verdict for c in together][0] == iterative_protocol.SUCCESS and together[2].verdict == "compile_error"
