@@ -23,7 +23,7 @@ RUN apt-get update \
 
 WORKDIR /opt/codelm
 COPY pyproject.toml README.md Makefile ./
-COPY storage.py gin_flags.py quiet.py ./
+COPY storage.py gin_flags.py gin_train.py quiet.py ./
 COPY model model
 COPY data data
 COPY objectives objectives

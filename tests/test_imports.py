@@ -127,3 +127,22 @@ def test_no_library_module_imports_an_entry_point():
   offending = sorted(f"{name} imports {target}" for name in library for target in graph[name]
                      if target in ENTRY_POINTS)
   assert not offending, "entry points are run, not imported: " + "; ".join(offending)
+
+
+def test_the_built_package_holds_every_module_the_packages_import():
+  """A built codelm (what Beam's workers install) holds only pyproject.toml's `packages` and
+  `py-modules`: every package folder of the project and every top-level module a package imports must
+  be listed (evaluation.languages was not: a worker would have had no language to score)."""
+  import tomllib
+
+  with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+    setuptools = tomllib.load(f)["tool"]["setuptools"]
+  packages, top_modules = set(setuptools["packages"]), set(setuptools["py-modules"])
+  graph = import_graph()
+  packaged = {name for name in graph if name.partition(".")[0] in {p.partition(".")[0] for p in packages}}
+  folders = {name if os.path.basename(project_modules()[name]) == "__init__.py" else name.rpartition(".")[0]
+             for name in packaged}
+  assert not folders - packages, f"package folders missing from pyproject's packages: {sorted(folders - packages)}"
+  needed = {target for name in packaged for target in graph[name] if "." not in target and target not in packages}
+  assert not needed - top_modules, f"top-level modules the packages import, missing from py-modules: " \
+                                   f"{sorted(needed - top_modules)}"
