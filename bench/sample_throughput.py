@@ -46,6 +46,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+import storage  # noqa: E402
 from model.config import SIZES, get_config  # noqa: E402
 from model.transformer import Decoder, init_params  # noqa: E402
 from sampling.sampler import Sampler, SamplingConfig  # noqa: E402
@@ -297,9 +298,8 @@ def main(argv=None) -> dict:
 
 
 def _write(result: dict, output: str) -> dict:
-  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  with open(output, "w") as f:
-    json.dump(result, f, indent=2)
+  storage.makedirs(os.path.dirname(storage.resolve(output)))
+  storage.write_atomic(output, json.dumps(result, indent=2))  # never half a file
   print(f"wrote {output}")
   return result
 

@@ -96,7 +96,7 @@ def param_shardings(model: nn.Module, mesh: Mesh) -> Any:
   """NamedShardings of `model`'s parameters on `mesh`, from the model and the logical rules alone.
 
   The one layout of the parameters: training's state (training/step.py, whose optimizer state
-  follows it) and sampling (sample.py restores onto it; Sampler places parameters by it) both use it.
+  follows it) and sampling (sampling/restore.py restores and places parameters by it) both use it.
   """
   return shardings(param_specs(abstract_params(model)), mesh)
 

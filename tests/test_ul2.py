@@ -1,4 +1,4 @@
-"""The UL2 + causal-LM objective mixture (objectives/ul2.py) in decoder-only form.
+"""The UL2 + causal-LM objective mixture (objectives/ul2/) in decoder-only form.
 
 t5 span-corruption semantics and statistics, the prefix-LM split, the mixture's objective rates and
 mode tokens, that nothing is truncated, SeqIO packing through DecoderOnlyPrefixLMConverter, seeding,
