@@ -77,7 +77,10 @@ GROUPS = [LANGUAGES[i::3] for i in range(3)] if LANGUAGES else []
 
 @pytest.mark.skipif(not LANGUAGES, reason="no sandbox here; run `make toolchains`")
 @pytest.mark.parametrize("languages", GROUPS, ids=lambda group: "+".join(group))
-def test_alone_batched_and_beam_give_the_same_verdicts(tmp_path, languages):
+def test_batched_and_beam_give_the_same_verdicts(tmp_path, languages):
+  """The scorer on one machine (programs of a compiled language built in batches) and as a Beam
+  pipeline give the same verdicts, attacks included, and no attack gets out. That a batch gives each
+  program the verdict it gets alone is tests/test_batching.py's (every batched language)."""
   server = socket.socket()  # the attacks' {PORT}: nothing may reach it
   server.bind(("127.0.0.1", 0))
   server.listen(8)
@@ -103,22 +106,24 @@ def test_alone_batched_and_beam_give_the_same_verdicts(tmp_path, languages):
   predictions = write(tmp_path / "predictions.jsonl", records)
   run = lambda out, **kw: score.score(predictions, FIXTURES, str(tmp_path / out), limits=LIMITS, workers=2,
                                       progress=False, **kw)
-  alone, batched = run("alone", batch_size=1), run("batched")
+  batched = run("batched")
   beam = run("beam", pipeline_args=DIRECT)
-  reference = results(tmp_path / "alone")
+  reference = results(tmp_path / "batched")
   expected = {key: verdict(r) for key, r in reference.items()}
   assert len(expected) == len(records)
-  for way in ("batched", "beam"):
-    got = results(tmp_path / way)
-    assert set(got) == set(reference)
-    assert differences(got, reference) == [], way
-    assert not any("TOPSECRET" in r["detail"] for r in got.values())
+  got = results(tmp_path / "beam")
+  assert set(got) == set(reference)
+  assert differences(got, reference) == []
+  for outcome in (reference, got):
+    assert not any("TOPSECRET" in r["detail"] for r in outcome.values())
+    assert not [key for key, r in outcome.items() if key[2] in ATTACK_KINDS and r["status"] == Status.PASSED.value]
   assert {s for key, (s, _) in expected.items() if key[2] == "infinite_loop"} == {Status.TIMEOUT.value}
   assert {s for key, (s, _) in expected.items() if key[2] == "correct"} == {Status.PASSED.value}
+  assert {s for key, (s, _) in expected.items() if key[2] == "wrong"} <= {Status.FAILED.value, Status.ERROR.value}
   assert {s for key, (s, _) in expected.items() if key[2] == "compile_error"} == {Status.COMPILE_ERROR.value}
   for name in languages:
-    assert alone[name]["pass@1"] == batched[name]["pass@1"] == beam[name]["pass@1"]
-  assert batched["scoring"]["batching"]["builds"] > 0 and alone["scoring"]["batching"]["builds"] == 0
+    assert batched[name]["pass@1"] == beam[name]["pass@1"]
+  assert batched["scoring"]["batching"]["builds"] > 0
   assert beam["scoring"]["batching"]["builds"] == batched["scoring"]["batching"]["builds"]
   assert not os.path.exists(tmp_path / "beam" / beam_scoring.WORK_DIR)
   with pytest.raises(BlockingIOError):

@@ -125,10 +125,15 @@ def _trained_run(root, model_dir):
     gin.clear_config()
 
 
-def test_killed_and_rerun_every_sample_exactly_once(setup, tmp_path):
-  root = setup[0]
-  model_dir = str(tmp_path / "run")
-  _trained_run(root, model_dir)
+@pytest.fixture(scope="module")
+def trained_run(setup, tmp_path_factory):
+  model_dir = str(tmp_path_factory.mktemp("sample_run") / "run")
+  _trained_run(setup[0], model_dir)
+  return model_dir
+
+
+def test_killed_and_rerun_every_sample_exactly_once(trained_run, tmp_path):
+  model_dir = trained_run  # only read: the module's one trained run
   prompts = tmp_path / "prompts.jsonl"
   with open(prompts, "w") as f:
     for i in range(12):
@@ -156,13 +161,6 @@ def _write_prompts(path, records):
   with open(path, "w") as f:
     for record in records:
       f.write(json.dumps(record) + "\n")
-
-
-@pytest.fixture(scope="module")
-def trained_run(setup, tmp_path_factory):
-  model_dir = str(tmp_path_factory.mktemp("sample_run") / "run")
-  _trained_run(setup[0], model_dir)
-  return model_dir
 
 
 def test_the_same_qid_in_two_languages_is_two_prompts(trained_run, tmp_path):
