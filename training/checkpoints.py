@@ -178,12 +178,16 @@ def _is_abandoned_read(unraisable) -> bool:
 
 
 class _AbandonedReadTasks(logging.Filter):
-  """asyncio's "Task exception was never retrieved" for the orbax read tasks a failed restore left."""
+  """asyncio's "Task exception was never retrieved" for the orbax read tasks a failed restore left,
+  and "Future exception was never retrieved" for their TensorStore reads (`ValueError('OUT_OF_RANGE:
+  Error reading "params.w2/0.0" in OCDBT database ...')` on a truncated file): the same damage, already
+  reported once."""
 
   def filter(self, record: logging.LogRecord) -> bool:
     message = record.getMessage()
-    return not ("exception was never retrieved" in message
-                and "Encountered error while reading array index" in message)
+    abandoned_read = ("Encountered error while reading array index" in message
+                      or "exception=ValueError(" in message and 'Error reading "' in message)
+    return not ("exception was never retrieved" in message and abandoned_read)
 
 
 def _silence_abandoned_reads() -> None:
