@@ -79,7 +79,8 @@ class TlsProxy:
   """An HTTPS proxy: each CONNECT is answered with TLS under `certificate`, and what the client sends
   inside is relayed, decrypted, to the plain-HTTP server at 127.0.0.1:`target_port`. It runs in the
   emulator's process: in the test's own, its threads would wait for the GIL while TensorFlow holds it
-  in a write that waits for the proxy (a deadlock). Prints a line per tunnel and per error."""
+  in a write that waits for the proxy (a deadlock). Prints a line per tunnel and per error (a tunnel
+  its client resets, as a killed process does, is a "proxy tunnel reset", not an error)."""
 
   def __init__(self, certificate: str, key: str, target_port: int, port: int = 0):
     self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -129,6 +130,11 @@ class TlsProxy:
           if not data:
             return
           (upstream if source is client else client).sendall(data)
+    except (ConnectionResetError, BrokenPipeError) as error:
+      if client is None:  # before the tunnel: an error of the proxy's
+        print(f"proxy error: {type(error).__name__}: {error}", flush=True)
+      else:  # a client killed mid-request (the tests kill -9 train.py): its end, not the proxy's fault
+        print(f"proxy tunnel reset: {type(error).__name__}: {error}", flush=True)
     except (OSError, ssl.SSLError) as error:
       print(f"proxy error: {type(error).__name__}: {error}", flush=True)
     finally:

@@ -142,3 +142,4 @@ def test_checkpoints_on_ram_are_refused_by_name(create):
   with pytest.raises(ValueError, match=r"checkpoints cannot be in ram://run/checkpoints: orbax .* has no ram:// "
                      r"filesystem.*use a local folder or gs://"):
     checkpoints.Checkpointer("ram://run/checkpoints", create=create)
+
