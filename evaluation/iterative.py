@@ -1,7 +1,7 @@
 """Iterative example-based generation: I/O examples in, code out, distinguishing examples fed back.
 
   python -m evaluation.iterative --checkpoint MODEL_DIR --languages python,cpp --rounds 5 --examples 3 \
-      --num_samples 10 --output DIR [--limit N] [--budget 100] [--seed 0] [--no_natural]
+      --num_samples 10 --output DIR [--limit N] [--budget 100] [--seed 0] [--no_natural] [--labels FILE]
 
 Tasks: evaluation/iterative_tasks.py (typed HumanEval; the canonical solution is the target; five
 start sets of m examples per problem; a fixed pool of `--budget` inputs for differential testing),
@@ -35,14 +35,20 @@ The protocol, per (problem, start set, language), n conversations (`--num_sample
 Output in DIR:
   episodes.jsonl  one line per round of an episode (kind, qid, language, start_set, sample, round,
                   prompt: the text sent that round, code, examples_given, verdict, distinguishing:
-                  the inputs found with expected outputs, flagged, final); an episode's lines are
-                  appended in one write when it ends, under storage's one-writer lock, so a killed
-                  run loses only unfinished episodes and a rerun completes each exactly once (a
-                  torn last line is cut off, storage.py's rule).
-  results.md      per language and prompt kind: pass@1 and pass@k after round 1 and after round R,
-                  cumulative successes per round, the share of executions (problem x start set)
-                  with pass@k = 0; all episodes and without flagged ones.
-  successes_by_round.png
+                  the inputs found with expected outputs, flagged, given_passed: every given
+                  example passed, final); an episode's lines are appended in one write when it
+                  ends, under storage's one-writer lock, so a killed run loses only unfinished
+                  episodes and a rerun completes each exactly once (a torn last line is cut off,
+                  storage.py's rule).
+  results.md      seed 001's tables (evaluation/iterative_report.py defines each): per language and
+                  prompt kind, pass@1 and pass@k after round 1 and after round R, cumulative
+                  successes per round, the share of executions (problem x start set) with pass@k = 0,
+                  all episodes and without flagged ones; O1 (round 1 against the given examples only,
+                  by m, with and without input-matching code); executions solved by round (Figure 6);
+                  problems implemented by NL-Succeed/NL-Fail (from this run's natural episodes), by
+                  I/O type and by the knowledge labels of `--labels FILE` (JSON: qid -> [label, ...]).
+  metrics.json    the same numbers.
+  successes_by_round.png  samples solved by round (%); executions_by_round.png  Figure 6's counts.
 """
 
 from __future__ import annotations
@@ -53,23 +59,21 @@ if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
   quiet.setup()
 
 import argparse
-import collections
 import concurrent.futures
 import dataclasses
 import json
-import math
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import storage
-from evaluation import execution
-from evaluation.iterative_protocol import (DISTINGUISHED, EXAMPLES, NATURAL, SUCCESS, Check, check_all, extract_code,
+from evaluation import execution, humaneval_typed, iterative_report, typed
+from evaluation.iterative_protocol import (DISTINGUISHED, EXAMPLES, NATURAL, Check, check_all, extract_code,
                                            feedback_text, first_prompt, input_matching)
 from evaluation.iterative_tasks import Example, Task, example_json, task_from_json
+from evaluation.iterative_report import episode_key
 from evaluation.languages import get
-from evaluation.passk import pass_at_k
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 
 CONTEXT_EXHAUSTED = "context_exhausted"  # the prompt or the conversation outgrew the model's context
@@ -110,10 +114,6 @@ class Episode:
     return self.kind, self.language, self.task.qid, self.start_set, self.sample
 
 
-def episode_key(record: Mapping[str, Any]) -> tuple:
-  return record["kind"], record["language"], record["qid"], record["start_set"], record["sample"]
-
-
 def round_record(episode: Episode, number: int, prompt: str, code: str, result: Check, flagged: bool,
                  keep: int) -> dict:
   q = episode.task.question
@@ -121,7 +121,7 @@ def round_record(episode: Episode, number: int, prompt: str, code: str, result: 
           "sample": episode.sample, "round": number, "prompt": prompt, "code": code,
           "examples_given": [example_json(q, e) for e in episode.given], "verdict": result.verdict,
           "distinguishing": [example_json(q, e) for e in result.distinguishing[:keep]],
-          "num_distinguishing": len(result.distinguishing), "flagged": flagged,
+          "num_distinguishing": len(result.distinguishing), "flagged": flagged, "given_passed": result.given_passed,
           "final": result.verdict != DISTINGUISHED, "detail": result.detail[:300]}
 
 
@@ -236,8 +236,10 @@ def run_batch(model: ConversationModel, config: Any, batch: Sequence[tuple[str, 
 
 
 def run(model: ConversationModel, config: Any, tasks: Sequence[Task], languages: Sequence[str], output: str,
-        settings: Settings = Settings(), progress: bool = False) -> dict:
-  """All episodes not yet in DIR/episodes.jsonl, then results.md and the plot; returns the metrics."""
+        settings: Settings = Settings(), progress: bool = False, labels: Mapping[str, Sequence[str]] | None = None
+        ) -> dict:
+  """All episodes not yet in DIR/episodes.jsonl, then results.md, metrics.json and the plots; returns
+  the metrics. `labels`: knowledge labels per qid for RQ3 (iterative_report.read_labels)."""
   storage.makedirs(output)
   path = storage.join(output, "episodes.jsonl")
   with storage.exclusive_output(path, "evaluation.iterative"):
@@ -258,109 +260,27 @@ def run(model: ConversationModel, config: Any, tasks: Sequence[Task], languages:
                   flush=True)
           run_batch(model, config, mine[start:start + settings.batch_prompts], settings, done, write, pool)
     records = [r for _, r in storage.read_jsonl(path)]
-  metrics = summarize(records, settings)
+  metrics = summarize(records, settings, {t.qid: t.question for t in tasks}, labels)
   storage.write_atomic(storage.join(output, "results.md"), markdown(metrics, settings))
   storage.write_json(storage.join(output, "metrics.json"), metrics)
-  plot(metrics, storage.join(output, "successes_by_round.png"))
+  iterative_report.plot_samples(metrics, storage.join(output, "successes_by_round.png"))
+  iterative_report.plot_executions(metrics, storage.join(output, "executions_by_round.png"))
   return metrics
 
 
-# ---- results ------------------------------------------------------------------------------------
-
-def episode_outcomes(records: Sequence[dict]) -> dict[tuple, dict]:
-  """Per episode: the round it succeeded in (None: never), whether any of its code was flagged."""
-  out: dict[tuple, dict] = {}
-  for r in sorted(records, key=lambda r: r["round"]):
-    entry = out.setdefault(episode_key(r), {"success_round": None, "flagged": False, "rounds": 0})
-    entry["flagged"] |= r["flagged"]
-    entry["rounds"] = r["round"]
-    if r["verdict"] == SUCCESS:
-      entry["success_round"] = r["round"]
-  return out
-
-
-def summarize(records: Sequence[dict], settings: Settings) -> dict:
-  """Per (language, kind, subset): pass@k after round 1 and after round R, cumulative successes per
-  round, the share of executions with pass@k = 0."""
-  outcomes = episode_outcomes(records)
-  k_big = min(10, settings.num_samples)
-  groups: dict[tuple, dict[tuple, list[dict]]] = collections.defaultdict(lambda: collections.defaultdict(list))
-  for (kind, language, qid, start_set, _), o in outcomes.items():
-    groups[(language, kind)][(qid, start_set)].append(o)
-  metrics: dict = {"rows": []}
-  for (language, kind), executions in sorted(groups.items()):
-    for subset in ("all", "without_flagged"):
-      def succeeded(o: dict, by: int) -> bool:
-        return o["success_round"] is not None and o["success_round"] <= by and not (
-            subset == "without_flagged" and o["flagged"])
-
-      row = {"language": language, "kind": kind, "subset": subset, "executions": len(executions),
-             "episodes": sum(len(v) for v in executions.values()),
-             "flagged": sum(o["flagged"] for v in executions.values() for o in v)}
-      for by, name in ((1, "round1"), (settings.rounds, "final")):
-        for k in (1, k_big):
-          values = [pass_at_k(len(v), sum(succeeded(o, by) for o in v), k) for v in executions.values() if len(v) >= k]
-          row[f"pass@{k}_{name}"] = sum(values) / len(values) if values else math.nan
-      row["successes_by_round"] = [sum(succeeded(o, r) for v in executions.values() for o in v)
-                                   for r in range(1, settings.rounds + 1)]
-      row["share_pass0"] = sum(not any(succeeded(o, settings.rounds) for o in v)
-                               for v in executions.values()) / len(executions)
-      metrics["rows"].append(row)
-  metrics["k"] = k_big
-  return metrics
-
-
-def _number(value: float) -> str:
-  return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+def summarize(records: Sequence[dict], settings: Settings, questions: Mapping[str, Any] | None = None,
+              labels: Mapping[str, Sequence[str]] | None = None) -> dict:
+  """iterative_report.summarize with this run's rounds and samples per prompt."""
+  return iterative_report.summarize(records, rounds=settings.rounds, num_samples=settings.num_samples,
+                                    questions=questions, labels=labels)
 
 
 def markdown(metrics: dict, settings: Settings) -> str:
-  k = metrics["k"]
-  ks = sorted({1, k})
-  header = ["language", "prompt", "episodes", "executions", "flagged",
-            *(f"pass@{j} r1" for j in ks), *(f"pass@{j} r{settings.rounds}" for j in ks),
-            "successes by round (cumulative)", f"share pass@{k}=0"]
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  for row in metrics["rows"]:
-    label = row["kind"] + (" (without flagged)" if row["subset"] == "without_flagged" else "")
-    cells = [row["language"], label, str(row["episodes"]), str(row["executions"]), str(row["flagged"]),
-             *(_number(row[f"pass@{j}_round1"]) for j in ks), *(_number(row[f"pass@{j}_final"]) for j in ks),
-             " ".join(map(str, row["successes_by_round"])), _number(row["share_pass0"])]
-    lines.append("| " + " | ".join(cells) + " |")
-  return ("# Iterative example-based generation\n\n" + f"{settings.rounds} rounds, {settings.examples} examples, "
-          f"{settings.num_samples} samples per prompt, seed {settings.seed}. An execution is one problem x start "
-          "set (natural: one problem).\n\n" + "\n".join(lines) + "\n")
+  return iterative_report.markdown(metrics, (
+      f"{settings.rounds} rounds, {settings.examples} examples, {settings.num_samples} samples per prompt, seed "
+      f"{settings.seed}. An execution is one problem x start set (natural: one problem)."))
 
 
-def plot(metrics: dict, path: str) -> None:
-  """Cumulative share of episodes solved by round, a line per language and prompt kind (dashed:
-  without flagged episodes)."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  fig, ax = plt.subplots(figsize=(6, 4))
-  colors: dict[tuple, str] = {}
-  for row in metrics["rows"]:
-    key = (row["language"], row["kind"])
-    colors.setdefault(key, f"C{len(colors) % 10}")
-    share = [100 * s / max(row["episodes"], 1) for s in row["successes_by_round"]]
-    ax.plot(range(1, len(share) + 1), share, marker="o", color=colors[key],
-            linestyle="--" if row["subset"] == "without_flagged" else "-",
-            label=f"{key[0]} {key[1]}" + (" (without flagged)" if row["subset"] == "without_flagged" else ""))
-  rounds = max((len(row["successes_by_round"]) for row in metrics["rows"]), default=1)
-  ax.set_xticks(range(1, rounds + 1))
-  ax.set_ylim(0, 100)
-  ax.set_xlabel("round")
-  ax.set_ylabel("episodes solved (%, cumulative)")
-  ax.set_title("Successes by round")
-  ax.grid(alpha=0.3)
-  if metrics["rows"]:
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  storage.save_figure(fig, path, dpi=110)
-  plt.close(fig)
 
 
 # ---- command line -----------------------------------------------------------------------------
@@ -420,12 +340,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="prompts whose conversations run together (x --num_samples conversations hold a cache each)")
   parser.add_argument("--workers", type=int, default=4, help="sandboxes at a time")
   parser.add_argument("--timeout", type=float, default=10.0, help="seconds per program run")
-  parser.add_argument("--no_natural", action="store_true", help="skip the natural-language comparison")
+  parser.add_argument("--no_natural", action="store_true",
+                      help="skip the natural-language comparison (and with it RQ3's NL-Succeed/NL-Fail table)")
+  parser.add_argument("--labels", help="knowledge labels for RQ3: a JSON object of problem (qid) -> list of labels")
   args = parser.parse_args(argv)
   for flag in ("rounds", "examples", "num_samples", "budget", "batch_prompts", "workers", "max_decode_length"):
     if getattr(args, flag) < 1:
       parser.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
   try:
+    labels = None
+    if args.labels:  # checked first: a bad file fails before tasks or the model are built
+      known = [q.qid for q in typed.read_questions(humaneval_typed.DEFAULT_OUTPUT)]  # --limit may leave some out
+      labels = iterative_report.read_labels(args.labels, known)
     languages = parse_languages(args.languages)
     for language in languages:
       lacking = execution.missing(get(language).toolchain)
@@ -440,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         batch_prompts=args.batch_prompts, workers=args.workers,
                         limits=execution.Limits(timeout_s=args.timeout), natural=not args.no_natural)
     model = load_model(args.checkpoint, args.batch_prompts * args.num_samples)
-    metrics = run(model, config, tasks, languages, args.output, settings, progress=True)
+    metrics = run(model, config, tasks, languages, args.output, settings, progress=True, labels=labels)
   except (ValueError, OSError, storage.OutputLocked) as error:
     print(f"error: {error}", file=sys.stderr)
     return 2

@@ -143,6 +143,9 @@ class Check:
   verdict: str                       # SUCCESS, DISTINGUISHED or one of TERMINAL_FAILURES
   distinguishing: tuple[Example, ...]
   detail: str
+  # Every given example passed (seed 001's O1 judges round 1 by these alone): also true where the
+  # code then crashed or timed out on a pool input, whose verdict is "error" / "timeout".
+  given_passed: bool = False
 
 
 def check(language: str, question: Question, code: str, given: Sequence[Example], pool: Sequence[Example],
@@ -175,11 +178,13 @@ def check_all(language: str, items: Sequence[tuple[Question, str, Sequence[Examp
 
 
 def _verdict(outcome, given: int, fresh: Sequence[Example], final_round: bool) -> Check:
+  # The given examples are the program's first test cases, so their records precede any pool input's.
+  given_passed = outcome.status is not Status.COMPILE_ERROR and all(c is Case.PASSED for c in outcome.cases[:given])
   if outcome.status in (Status.COMPILE_ERROR, Status.ERROR, Status.TIMEOUT):
-    return Check(outcome.status.value, (), outcome.detail)
-  if any(c is not Case.PASSED for c in outcome.cases[:given]):
+    return Check(outcome.status.value, (), outcome.detail, given_passed)
+  if not given_passed:
     return Check("wrong_on_given", (), outcome.detail)
   found = tuple(e for e, c in zip(fresh, outcome.cases[given:]) if c is not Case.PASSED)
   if not found:
-    return Check(SUCCESS, (), "")
-  return Check("not_converged" if final_round else DISTINGUISHED, found, outcome.detail)
+    return Check(SUCCESS, (), "", True)
+  return Check("not_converged" if final_round else DISTINGUISHED, found, outcome.detail, True)
