@@ -313,12 +313,17 @@ def test_command_line_on_humaneval_resumes_and_refuses_other_settings(tmp_path, 
                       lambda checkpoint, room: opened.append(room) or Scripted(lambda *_: "    return True\n"))
   output = str(tmp_path / "run")
   argv = ["--checkpoint", "unused", "--languages", "python", "--rounds", "2", "--examples", "2", "--num_samples", "2",
-          "--budget", "10", "--limit", "2", "--workers", "2", "--output", output]
+          "--budget", "10", "--limit", "2", "--workers", "2", "--output", output,
+          "--labels", str(tmp_path / "labels.json")]
+  (tmp_path / "labels.json").write_text(json.dumps({"HumanEval/0": ["math"], "HumanEval/163": ["math"]}))
   assert iterative.main(argv) == 0 and opened == [16 * 2]
   records = episodes(output)
   keys = {iterative.episode_key(r) for r in records}
   assert len(keys) == 2 * (5 + 1) * 2 and len(finals(records)) == len(keys)
-  assert "| python | examples |" in (tmp_path / "run" / "results.md").read_text()
+  results = (tmp_path / "run" / "results.md").read_text()
+  assert "| python | examples |" in results and "| python | 2 | all | 10 | 20 |" in results  # O1: 2 x 5 executions
+  assert (tmp_path / "run" / "executions_by_round.png").stat().st_size > 0
+  assert "| python | label | math | 1 | 0 |" in results and "| python | label | (none) | 1 | 0 |" in results
   assert iterative.main(argv) == 0 and episodes(output) == records  # nothing left to do
   assert iterative.main([a if a != "2" else "3" for a in argv]) == 2
   assert "holds tasks made with" in capsys.readouterr().err

@@ -209,7 +209,8 @@ QUESTIONS = {"P/0": _question("P/0", ["int", "int"], "bool"),
              "P/2": _question("P/2", ["list<float>", "optional<int>"], "tuple<int,int>")}
 RECORDS = [
     # P/0: implemented from start set 1 in round 2; NL-Succeed (natural sample 1 in round 1).
-    *_episode("examples", "P/0", 0, 0, ["wrong_on_given"]), *_episode("examples", "P/0", 1, 0, ["distinguished", "success"]),
+    *_episode("examples", "P/0", 0, 0, ["wrong_on_given"]),
+    *_episode("examples", "P/0", 1, 0, ["distinguished", "success"]),
     *_episode("natural", "P/0", None, 0, ["wrong_on_given"]), *_episode("natural", "P/0", None, 1, ["success"]),
     # P/1: implemented only by a flagged episode; NL-Fail: its natural success came in round 2, after examples.
     *_episode("examples", "P/1", 0, 0, ["success"], flagged=True), *_episode("examples", "P/1", 1, 0, ["error"]),
