@@ -142,3 +142,62 @@ def test_accumulation_and_remat_are_the_runs_own(tmp_path):
   report = json.loads((tmp_path / "r.json").read_text())["reports"][0]
   assert report["microbatches"] == 2 and report["remat"] == "full" and "microbatches 2, remat full" in out
   assert report["traced_flops"] > 1.1 * report["model_flops"] and report["estimated_mfu"] < 0.95
+
+
+# ---- GPUs: jax's CUDA plugin compiles for a described GPU without one (make gpu_compiler) ----------
+
+needs_cuda_plugin = pytest.mark.skipif(
+    preflight.find_cuda_plugin() is None and not os.environ.get("CODELM_REQUIRE_GPU_COMPILER"),
+    reason="jax's CUDA plugin not installed (make gpu_compiler)")
+
+
+@pytest.mark.parametrize("name, shape, topology", [("h100-8", (1, 8), "1x1x8"), ("h100-1", (1, 1), "1x1x1"),
+                                                   ("h200-16", (2, 8), "1x2x8"), ("A100:4x8", (4, 8), "1x4x8")])
+def test_gpu_names_become_nodes_of_gpus(name, shape, topology):
+  slice_ = parse_slice(name)
+  assert slice_.chip.platform == "cuda" and slice_.shape == shape and slice_.gpu_topology == topology
+  assert slice_.chips == shape[0] * shape[1] and "GPU" in slice_.describe()
+
+
+def test_gpu_counts_that_are_not_whole_nodes_are_refused():
+  with pytest.raises(ValueError, match="nodes of 8"):
+    parse_slice("h100-12")
+  with pytest.raises(ValueError, match="h100-8"):
+    parse_slice("b300-8")
+
+
+def test_without_the_cuda_plugin_the_error_says_how_to_install_it(monkeypatch):
+  monkeypatch.setattr(preflight, "find_cuda_plugin", lambda: None)
+  with pytest.raises(RuntimeError, match=r"make gpu_compiler.*pip install -e '\.\[gpu\]'"):
+    preflight.topology_devices(parse_slice("h100-8"))
+
+
+@needs_cuda_plugin
+def test_the_tiny_run_compiles_for_eight_h100s_without_a_gpu(tmp_path):
+  """Memory per GPU against the share JAX's allocator takes (XLA_PYTHON_CLIENT_MEM_FRACTION), FLOPs
+  counted on the traced step (XLA gives no cost analysis for a GPU it cannot see), and the sampler."""
+  report_path = tmp_path / "report.json"
+  result = subprocess.run(
+      [sys.executable, "-m", "tpu.preflight", *TINY, "--gin.BATCH_SIZE=8", "--topology=h100-8",
+       "--sample_batch_size=16", "--num_prompts=8", "--num_samples=4", "--prompt_length=64",
+       "--max_decode_length=64", f"--json={report_path}"], capture_output=True, text=True, cwd=ROOT, timeout=600,
+      env=dict(os.environ, XLA_FLAGS="", XLA_PYTHON_CLIENT_MEM_FRACTION="0.5"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "8 H100 GPUs (1 node of 8)" in result.stdout and "no GPU needed" in result.stdout
+  train, decode = json.loads(report_path.read_text())["reports"]
+  assert train["mesh"] == {"data": 8, "fsdp": 1, "tensor": 1} and train["fits"]
+  assert train["hbm_bytes"] == int(parse_slice("h100-8").chip.hbm_bytes * 0.5)
+  assert train["memory"]["arguments"] > 0 and train["memory"]["temporaries"] > 0
+  assert abs(train["traced_flops"] / train["model_flops"] - 1) < 0.1, train
+  assert decode["program"] == "decode loop" and decode["fits"] and decode["memory"]["arguments"] > 0
+
+
+@needs_cuda_plugin
+def test_a_run_that_does_not_fit_one_gpu_exits_1_with_the_memory_fraction_among_the_knobs():
+  result = subprocess.run(
+      [sys.executable, "-m", "tpu.preflight", *TINY, "--gin.BATCH_SIZE=1024",
+       "--gin.TASK_FEATURE_LENGTHS={'inputs': 2048, 'targets': 2048}", "--topology=h100-1"],
+      capture_output=True, text=True, cwd=ROOT, timeout=600, env=dict(os.environ, XLA_FLAGS=""))
+  assert result.returncode == 1, (result.stdout, result.stderr[-3000:])
+  assert "DOES NOT FIT" in result.stdout and "GiB over" in result.stdout
+  assert "XLA_PYTHON_CLIENT_MEM_FRACTION=0.95" in result.stdout and "remat" in result.stdout

@@ -1,6 +1,6 @@
-"""Pre-flight: compile a run's training step, and optionally sample.py's decode loop, for a TPU slice on
-this CPU host, before the slice is paid for; report per chip what XLA allocates, whether it fits in
-HBM, the step's FLOPs and a roofline estimate of its time.
+"""Pre-flight: compile a run's training step, and optionally sample.py's decode loop, for a TPU slice or
+a GPU cluster on this CPU host, before it is paid for; report per chip what XLA allocates, whether it
+fits in HBM, the step's FLOPs and a roofline estimate of its time.
 
   python -m tpu.preflight --gin_file=gin_configs/runs/pretrain.gin --gin_file=gin_configs/models/1b.gin \\
       --topology=v4-128 [--mesh=1,-1,1] [--gin.train.microbatches=2 ...] [--sample_batch_size=256]
@@ -10,10 +10,14 @@ or written there; a CORPUS_DIR whose spm.model exists sets the vocabulary size, 
 the size's own). The program compiled is the run's own: its model, mesh and logical-axis rules,
 optimizer, gradient accumulation, remat policy, LoRA. Nothing runs: the chips are libtpu's abstract
 devices for the named topology (jax.experimental.topologies), so only the compiler's figures are real.
+GPUs the same way (--topology=h100-8, h200:2x8, a100-8): jax's CUDA plugin compiles for a GPU described
+by its published figures (tpu/slices.py), without a GPU or a driver; a GPU program may hold the share
+of memory JAX's allocator takes (XLA_PYTHON_CLIENT_MEM_FRACTION, 0.75 unless set).
 
 Exit status: 0 when everything fits, 1 when a program does not (the overshoot in GiB and the knobs
 that would help are printed), 2 for a usage error. Needs libtpu (the compiler): `make tpu_compiler`
-puts it in .tpu_compiler/ (found there, or through TPU_LIBRARY_PATH), or `pip install -e '.[tpu]'`.
+puts it in .tpu_compiler/ (found there, or through TPU_LIBRARY_PATH), or `pip install -e '.[tpu]'`;
+for GPUs, jax's CUDA plugin: `make gpu_compiler` (.gpu_compiler/) or `pip install -e '.[gpu]'`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCAL_LIBTPU = os.path.join(ROOT, ".tpu_compiler", "libtpu", "libtpu.so")
+LOCAL_CUDA_PLUGIN = os.path.join(ROOT, ".gpu_compiler")  # jax-cuda12-plugin and -pjrt: `make gpu_compiler`
 # libtpu looks for a TPU VM's metadata server and worker list when it loads; on a CPU host there are
 # none, and compiling for a named topology needs neither.
 _LIBTPU_ENV = {"TPU_SKIP_MDS_QUERY": "1", "TPU_ACCELERATOR_TYPE": "v4-8", "TPU_WORKER_HOSTNAMES": "localhost",
@@ -63,8 +68,56 @@ def find_libtpu() -> str | None:
   return libtpu.get_library_path()
 
 
+def find_cuda_plugin() -> str | None:
+  """The folder holding jax's CUDA plugin: the repository's .gpu_compiler/ or the installed `gpu` extra."""
+  if os.path.exists(os.path.join(LOCAL_CUDA_PLUGIN, "jax_plugins", "xla_cuda12")):
+    return LOCAL_CUDA_PLUGIN
+  try:
+    import jax_plugins.xla_cuda12 as plugin  # the `gpu` extra
+  except ImportError:
+    return None
+  return os.path.dirname(os.path.dirname(plugin.__file__))
+
+
+def gpu_devices(slice_) -> list:
+  """XLA's compile-only CUDA devices for `slice_`, described by its target config: no GPU, no driver."""
+  path = find_cuda_plugin()
+  if path is None:
+    raise RuntimeError("jax's CUDA plugin (the GPU compiler) is not installed: run `make gpu_compiler` (into "
+                       ".gpu_compiler/, outside the venv) or `pip install -e '.[gpu]'`")
+  if path not in sys.path:
+    sys.path.append(path)  # before JAX looks for plugins: main() calls this before anything compiles
+  # The plugin checks the CUDA libraries of the GPU it would drive when it registers; there is none here,
+  # and compiling needs none of them.
+  os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
+  from jax.experimental import topologies
+
+  topology = topologies.get_topology_desc(platform="cuda", topology=slice_.gpu_topology,
+                                          target_config=slice_.chip.target_config)
+  devices = list(topology.devices)
+  if len(devices) != slice_.chips:
+    raise RuntimeError(f"the CUDA plugin gives {len(devices)} devices for {slice_.gpu_topology}, expected "
+                       f"{slice_.chips}")
+  return devices
+
+
+def usable_bytes(slice_) -> int:
+  """What a program may hold per device: XLA's HBM on a TPU; on a GPU, the share of its memory that
+  JAX's allocator takes (XLA_PYTHON_CLIENT_MEM_FRACTION, 0.75 unless set)."""
+  if slice_.chip.platform != "cuda":
+    return slice_.chip.hbm_bytes
+  return int(slice_.chip.hbm_bytes * gpu_memory_fraction())
+
+
+def gpu_memory_fraction() -> float:
+  return float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
+
+
 def topology_devices(slice_) -> list:
-  """libtpu's abstract devices of `slice_`: one per chip (megacore chips as one device)."""
+  """The abstract devices of `slice_`: libtpu's, one per chip (megacore chips as one device), or the
+  CUDA plugin's, one per GPU."""
+  if slice_.chip.platform == "cuda":
+    return gpu_devices(slice_)
   from jax.experimental import topologies
 
   path = find_libtpu()
@@ -144,11 +197,12 @@ def compiled_figures(lower, slice_) -> tuple[Any, dict]:
     return None, {"fits": False, "compile_s": time.perf_counter() - began,
                   "error": str(error).strip().splitlines()[0][:600], "overshoot": overshoot_of(str(error))}
   memory = Memory.of(compiled)
-  xla = compiled.cost_analysis()
+  xla = compiled.cost_analysis() or {}  # None for a GPU compiled without one
   xla = xla[0] if isinstance(xla, list) else xla
+  usable = usable_bytes(slice_)
   return compiled, {"compile_s": time.perf_counter() - began, "memory": dataclasses.asdict(memory),
-                    "total_bytes": memory.total, "hbm_bytes": slice_.chip.hbm_bytes,
-                    "fits": memory.total <= slice_.chip.hbm_bytes, "xla_flops": float(xla.get("flops", 0.0)),
+                    "total_bytes": memory.total, "hbm_bytes": usable,
+                    "fits": memory.total <= usable, "xla_flops": float(xla.get("flops", 0.0)),
                     "xla_bytes_accessed": float(xla.get("bytes accessed", 0.0))}
 
 
@@ -253,9 +307,12 @@ def sampler_report(model_config, slice_, devices, mesh_shape, rows: int, num_pro
 # ---- the report -----------------------------------------------------------------------------------
 
 
-def knobs(report: dict, config) -> list[str]:
+def knobs(report: dict, config, slice_=None) -> list[str]:
   """What would make a training step that does not fit smaller, most effective first."""
   hints = []
+  if slice_ is not None and slice_.chip.platform == "cuda" and gpu_memory_fraction() < 0.95:
+    hints.append("give JAX more of each GPU's memory: XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 (now "
+                 f"{gpu_memory_fraction():.2f})")
   if report["remat"] == "none":
     hints.append("recompute activations: --gin.train.model_overrides=\"{'remat': 'full'}\" (or 'dots')")
   elif report["remat"] == "dots":
@@ -297,12 +354,17 @@ def format_report(report: dict, slice_) -> str:
                f"{_gib(m.outputs)} ({_gib(m.aliased)} of them in donated buffers), temporaries {_gib(m.temporaries)}, "
                f"generated code {_gib(m.generated_code)}")
   verdict = "fits" if report["fits"] else "DOES NOT FIT"
-  lines.append(f"  total {_gib(m.total)} of {_gib(report['hbm_bytes'])} HBM: {verdict} "
+  limit = f"{_gib(report['hbm_bytes'])} HBM"
+  if slice_.chip.platform == "cuda":
+    limit = (f"{_gib(report['hbm_bytes'])} (JAX's allocator takes {gpu_memory_fraction():.0%} of the GPU's "
+             f"{_gib(slice_.chip.hbm_bytes)}: XLA_PYTHON_CLIENT_MEM_FRACTION)")
+  lines.append(f"  total {_gib(m.total)} of {limit}: {verdict} "
                f"({_gib(abs(report['hbm_bytes'] - m.total))} {'free' if report['fits'] else 'over'})")
   if report["program"] == "train step":
+    xla = (f"XLA's cost analysis {report['xla_flops']:.3e} (a scanned layer body counted once)"
+           if report["xla_flops"] else "XLA gives no cost analysis for this target")
     lines.append(f"  FLOPs per step per chip: {report['traced_flops']:.3e} counted on the traced step (every "
-                 f"layer); the model's 6N + 12LHKT {report['model_flops']:.3e}; XLA's cost analysis "
-                 f"{report['xla_flops']:.3e} (a scanned layer body counted once)")
+                 f"layer); the model's 6N + 12LHKT {report['model_flops']:.3e}; {xla}")
     lines.append(f"  estimate (not a measurement): at least {report['estimated_step_s'] * 1e3:.3g} ms per step (its "
                  f"FLOPs at the chip's bf16 peak); MFU at most {100 * report['estimated_mfu']:.0f}% (model FLOPs / "
                  f"step FLOPs)")
@@ -327,8 +389,8 @@ def _parse_mesh(text: str) -> tuple[int, int, int]:
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--topology", required=True,
-                 help="the slice: an accelerator type (v4-128, v5p-64, v5e-256 / v5litepod-256, v6e-8) or a "
-                      "topology (v4:4x4x4, v5e:16x16)")
+                 help="the slice: an accelerator type (v4-128, v5p-64, v5e-256 / v5litepod-256, v6e-8), a "
+                      "topology (v4:4x4x4, v5e:16x16), or GPUs (h100-8, h200-16, a100-8; h100:NODESxGPUS)")
   p.add_argument("--mesh", type=_parse_mesh, default=None, metavar="DATA,FSDP,TENSOR",
                  help="instead of train.mesh_shape (one entry may be -1: the rest of the chips)")
   p.add_argument("--vocab_size", type=int, default=None,
@@ -434,7 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   except RuntimeError as error:
     print(f"preflight: {error}", file=sys.stderr)
     return 2
-  print(f"pre-flight: compiling for {slice_.describe()} on this host's CPU (libtpu; nothing runs)", flush=True)
+  compiler = "libtpu" if slice_.chip.platform == "tpu" else "XLA's CUDA compiler, no GPU needed"
+  print(f"pre-flight: compiling for {slice_.describe()} on this host's CPU ({compiler}; nothing runs)", flush=True)
   reports, fits = [], True
   if not args.skip_train_step:
     report = train_step_report(config, model_config, slice_, devices)
@@ -442,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_report(report, slice_), flush=True)
     if not report["fits"]:
       fits = False
-      print("  would help:\n" + "\n".join(f"    - {hint}" for hint in knobs(report, config)), flush=True)
+      print("  would help:\n" + "\n".join(f"    - {hint}" for hint in knobs(report, config, slice_)), flush=True)
   if args.sample_batch_size:
     report = sampler_report(model_config, slice_, devices, config.mesh_shape, args.sample_batch_size,
                             args.num_prompts, args.num_samples, args.prompt_length, args.max_decode_length)
