@@ -10,7 +10,7 @@ ifeq ($(CODELM_VERBOSE),)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 endif
 
-.PHONY: install test demo bench clean toolchains tpu_compiler
+.PHONY: install test demo bench clean toolchains tpu_compiler gpu_compiler
 
 install: $(STAMP)
 
@@ -32,11 +32,22 @@ $(LIBTPU): | $(STAMP)
 	@$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --target .tpu_compiler \
 	  'libtpu==$(LIBTPU_VERSION)'
 
+# jax's CUDA plugin (the version of the pinned jax) for tpu/preflight.py --topology=h100-8 on a host
+# without a GPU: into .gpu_compiler/ (~480 MB), outside the venv for the same reason as libtpu. No
+# NVIDIA libraries: compiling for a described GPU needs none.
+JAX_VERSION := 0.10.2
+CUDA_PLUGIN := .gpu_compiler/jax_plugins/xla_cuda12/__init__.py
+gpu_compiler: $(CUDA_PLUGIN)
+$(CUDA_PLUGIN): | $(STAMP)
+	@echo "installing jax's CUDA plugin $(JAX_VERSION) (the GPU compiler, ~480 MB) into .gpu_compiler/"
+	@$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --target .gpu_compiler \
+	  'jax-cuda12-plugin==$(JAX_VERSION)' 'jax-cuda12-pjrt==$(JAX_VERSION)'
+
 # Two pytest workers: about 22 min on 2 cores where one worker takes 34 (compilers, sandboxes and
 # single-threaded XLA compilation leave the second core idle).
 PYTEST_WORKERS ?= 2
-test: install tpu_compiler
-	CODELM_REQUIRE_TPU_COMPILER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) tests
+test: install tpu_compiler gpu_compiler
+	CODELM_REQUIRE_TPU_COMPILER=1 CODELM_REQUIRE_GPU_COMPILER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) tests
 
 # Compilers and runtimes for scoring predictions in 12 languages (evaluation/languages/), and the
 # sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.
@@ -78,4 +89,4 @@ bench: install
 	$(BIN)/python bench/train_step.py --size small --seq 512 --batch 8
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) *.egg-info .tpu_compiler
+	rm -rf $(VENV) $(DEMO_DIR) *.egg-info .tpu_compiler .gpu_compiler
