@@ -8,6 +8,18 @@ because that is how the pretraining corpus documents Python functions and how Hu
 prompts (evaluation/prompts.py) hand a model a task: fine-tuning and sampling then share one format,
 and the model writes only the body, which the unit tests call by the function's name.
 
+The prompt has three variants (PromptVariant; the paper's prompt study, §4.2 and its Table 2), one
+switch of the prompt builder shared by the fine-tuning examples (PracticalTasks.prompt_variant, gin
+PROMPT_VARIANT) and the sampling prompts (prompt_records, --prompt_variant):
+  plain              the intent as it is (the paper's "Without prompt");
+  return_the_result  "Return the Result." appended to the intent (its "Second prompt", quoted as the
+                     paper writes it);
+  preprompt          the paper's pre-prompt ("First prompt") as comment lines above the imports: a
+                     code model is not instructed in prose, and a comment keeps the prompt plus the
+                     completion a valid program.
+Only the prompt changes: the body to write, the program the tests run (the plain prompt plus the
+completion: a docstring or a comment changes no behaviour) and BLEU's function are the same.
+
 Records are JSON objects, in a JSON list (or an object of id -> record) or JSONL, at a local path or a
 URL (storage.py). Field names follow this repo's small dataset (`data/practical_tasks_small.jsonl`);
 CodeInsight's released names are accepted too: problem_id|id|task_id, intent|nl|natural_language,
@@ -19,6 +31,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import enum
 import textwrap
 from typing import Mapping, Sequence
 
@@ -29,6 +42,28 @@ import storage
 SMALL_DATASET = storage.join(storage.dirname(storage.resolve(__file__)), "practical_tasks_small.jsonl")
 TASK_NAME = "practical_tasks"  # MIXTURE_OR_TASK_NAME of gin_configs/runs/finetune.gin
 SPLITS = ("train", "validation", "test")  # validation = test: CodeInsight has no third split (loss only)
+
+
+class PromptVariant(str, enum.Enum):
+  PLAIN = "plain"
+  RETURN_THE_RESULT = "return_the_result"
+  PREPROMPT = "preprompt"
+
+
+PROMPT_VARIANTS = tuple(v.value for v in PromptVariant)
+# Beau & Crabbé 2024, §4.2, word for word.
+RETURN_THE_RESULT = "Return the Result."
+PREPROMPT = ("You are a powerful code generation model. Your job is to convert a given natural language prompt "
+             "into Python function code and return the result.")
+
+
+def prompt_variant(value: str, where: str = "prompt variant") -> PromptVariant:
+  """`value` as a PromptVariant, or a ValueError naming `where` (the flag or gin name) and the choices."""
+  try:
+    return PromptVariant(value)
+  except ValueError:
+    raise ValueError(f"{where}: {value!r} is not one of {', '.join(PROMPT_VARIANTS)}") from None
+
 
 _ALIASES = {"problem_id": ("problem_id", "id", "task_id"), "intent": ("intent", "nl", "natural_language"),
             "code": ("code", "solution"), "tests": ("tests", "test", "unit_tests"),
@@ -77,7 +112,16 @@ class Problem:
 
   @property
   def prompt(self) -> str:
-    return self.header + self.signature + docstring(self.intent)
+    return self.render_prompt(PromptVariant.PLAIN)
+
+  def render_prompt(self, variant: PromptVariant | str = PromptVariant.PLAIN) -> str:
+    """The prompt of one variant (the module's docstring): what the model reads before the body."""
+    variant = prompt_variant(variant)
+    if variant is PromptVariant.RETURN_THE_RESULT:
+      return self.header + self.signature + docstring(f"{self.intent} {RETURN_THE_RESULT}")
+    preamble = textwrap.fill(PREPROMPT, 96, initial_indent="# ", subsequent_indent="# ") + "\n\n"
+    return (preamble if variant is PromptVariant.PREPROMPT else "") + self.header + self.signature + docstring(
+        self.intent)
 
 
 def docstring(intent: str, indent: str = "    ", width: int = 96) -> str:
@@ -209,9 +253,9 @@ def categories(problems: Sequence[Problem]) -> list[str]:
   return sorted(counts, key=lambda c: (-counts[c], c))
 
 
-def prompt_records(problems: Sequence[Problem]) -> list[dict]:
-  """sample.py's prompts (qid, language, prompt, stop) for the problems."""
-  return [{"qid": p.problem_id, "language": "python", "prompt": p.prompt,
+def prompt_records(problems: Sequence[Problem], variant: PromptVariant | str = PromptVariant.PLAIN) -> list[dict]:
+  """sample.py's prompts (qid, language, prompt, stop) for the problems, in one prompt variant."""
+  return [{"qid": p.problem_id, "language": "python", "prompt": p.render_prompt(variant),
            "stop": ["\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\nassert "]} for p in problems]
 
 
@@ -221,6 +265,10 @@ class PracticalTasks:
   path: str | None = None  # None: the small dataset in this repo (SMALL_DATASET)
   train_fraction: float = 0.4  # CodeInsight's chosen 40/60 split
   seed: int = 0
+  prompt_variant: str = PromptVariant.PLAIN.value  # PROMPT_VARIANT: the examples' prompts (PromptVariant)
+
+  def __post_init__(self):
+    prompt_variant(self.prompt_variant, "codelm.PracticalTasks.prompt_variant (PROMPT_VARIANT)")
 
   @property
   def dataset(self) -> str:
@@ -230,7 +278,8 @@ class PracticalTasks:
     return split_problems(load_problems(self.dataset), self.train_fraction, self.seed)
 
 
-def encode_examples(problems: Sequence[Problem], vocabulary, sequence_length: int
+def encode_examples(problems: Sequence[Problem], vocabulary, sequence_length: int,
+                    variant: PromptVariant | str = PromptVariant.PLAIN
                     ) -> tuple[list[tuple[list[int], list[int]]], list[str]]:
   """([code] + prompt ids, body ids + [eod]) per problem that fits in `sequence_length` tokens, and the
   ids of those that do not (left out of the task: a cut example would teach a cut function)."""
@@ -240,7 +289,7 @@ def encode_examples(problems: Sequence[Problem], vocabulary, sequence_length: in
   eod_id = vocabulary.tokenizer.piece_to_id(EOD_TOKEN)
   examples, too_long = [], []
   for problem in problems:
-    inputs = [code_id] + list(vocabulary.encode(problem.prompt))
+    inputs = [code_id] + list(vocabulary.encode(problem.render_prompt(variant)))
     targets = list(vocabulary.encode(problem.body)) + [eod_id]
     if len(inputs) + len(targets) > sequence_length:
       too_long.append(problem.problem_id)
@@ -260,8 +309,8 @@ def register_task(config: PracticalTasks, vocabulary, sequence_length: int, name
   from data import stream
 
   train, test = config.split()
-  encoded = {"train": encode_examples(train, vocabulary, sequence_length),
-             "test": encode_examples(test, vocabulary, sequence_length)}
+  encoded = {split: encode_examples(problems, vocabulary, sequence_length, config.prompt_variant)
+             for split, problems in (("train", train), ("test", test))}
   encoded["validation"] = encoded["test"]
   for split, (examples, _) in encoded.items():
     if not examples:
@@ -287,7 +336,8 @@ def register_task(config: PracticalTasks, vocabulary, sequence_length: int, name
 
 def main(argv: Sequence[str] | None = None) -> int:
   """python -m data.practical_tasks [--dataset D] [--train_fraction 0.4] [--seed 0] [--split test]
-  --output prompts.jsonl: one split's prompts for sample.py, and the split's size per category."""
+  [--prompt_variant plain] --output prompts.jsonl: one split's prompts for sample.py, and the split's
+  size per category."""
   import argparse
 
   parser = argparse.ArgumentParser(description=main.__doc__)
@@ -295,6 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--train_fraction", type=float, default=0.4)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--split", choices=("train", "test"), default="test")
+  parser.add_argument("--prompt_variant", choices=PROMPT_VARIANTS, default=PromptVariant.PLAIN.value,
+                      help="the prompt builder's variant; the same as the fine-tuning's PROMPT_VARIANT")
   parser.add_argument("--output", required=True, help="prompts JSONL for sample.py --prompts")
   args = parser.parse_args(argv)
   try:
@@ -302,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   except (ValueError, OSError) as e:
     parser.error(str(e))
   chosen = train if args.split == "train" else test
-  storage.write_atomic(args.output, "".join(json.dumps(r) + "\n" for r in prompt_records(chosen)))
+  storage.write_atomic(args.output, "".join(json.dumps(r) + "\n" for r in prompt_records(chosen, args.prompt_variant)))
   counts = {c: sum(c in p.categories for p in chosen) for c in categories(chosen)}
   print(f"{len(chosen)} {args.split} prompts ({len(train)} train / {len(test)} test) -> {args.output}; "
         + ", ".join(f"{c} {n}" for c, n in counts.items()))
