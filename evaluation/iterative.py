@@ -268,7 +268,7 @@ def run(model: ConversationModel, config: Any, tasks: Sequence[Task], languages:
   return metrics
 
 
-def summarize(records: Sequence[dict], settings: Settings, questions: Mapping[str, Any] | None = None,
+def summarize(records: Sequence[dict], settings: Settings, questions: Mapping[str, typed.Question] | None = None,
               labels: Mapping[str, Sequence[str]] | None = None) -> dict:
   """iterative_report.summarize with this run's rounds and samples per prompt."""
   return iterative_report.summarize(records, rounds=settings.rounds, num_samples=settings.num_samples,

@@ -5,8 +5,10 @@ An execution is one problem x start set (natural prompt: one problem); it holds 
              solved by round, the share of executions with pass@k = 0 after round R (its Tables 3-4).
   O1         seed 001's RQ1 (Tables 1-2 and the text after them): round 1 judged against the GIVEN
              examples only. Per execution, n = its episodes, c = those whose round-1 code passed
-             every given example (record field given_passed); pass@k = passk.pass_at_k(n, c, k),
-             averaged over executions with n >= k, per language and m (examples given in round 1).
+             every given example (record field given_passed; a prompt longer than the context
+             gave no code and fails); pass@k = passk.pass_at_k(n, c, k), averaged over executions
+             with n >= k, per language and m (the examples given in round 1; a run has one m,
+             its --examples, so comparing m as Table 1 does takes one run per m).
              "without input matching": a round-1 code flagged as input matching counts as failing
              (n unchanged), Table 2's filter. share pass@k=0: executions with c = 0 (the same for
              every k). Records from before given_passed was written: c comes from the verdict
@@ -42,6 +44,7 @@ from evaluation.typed import Question, Type
 SUBSETS = ("all", "without_flagged")
 NL_SUCCEED, NL_FAIL, NL_UNKNOWN = "NL-Succeed", "NL-Fail", "no natural episodes"
 NO_LABEL = "(none)"
+NO_QUESTION = "(no typed question)"  # records of a problem the questions given do not hold
 # Verdicts of a round-1 record whose code passed every given example (old records: no given_passed).
 _CONFORMING = (SUCCESS, DISTINGUISHED, "not_converged")
 
@@ -178,7 +181,7 @@ def _rq3(outcomes: Mapping[tuple, dict], questions: Mapping[str, Question] | Non
       dimensions.append(("difficulty", lambda q: [
           NL_UNKNOWN if q not in nl[language] else NL_SUCCEED if nl[language][q] else NL_FAIL]))
     if questions is not None:
-      dimensions.append(("io_type", lambda q: io_types(questions[q])))
+      dimensions.append(("io_type", lambda q: io_types(questions[q]) if q in questions else [NO_QUESTION]))
     if labels is not None:
       dimensions.append(("label", lambda q: list(labels.get(q) or [NO_LABEL])))
     for dimension, categories_of in dimensions:

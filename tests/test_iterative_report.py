@@ -241,6 +241,12 @@ def test_rq3_groupings_on_a_fixture():
   assert _row(metrics["rows"], kind="examples", subset="without_flagged")["executions_by_round"] == [0, 1]
 
 
+def test_a_problem_without_its_typed_question_has_its_own_io_row():
+  questions = {q: v for q, v in QUESTIONS.items() if q != "P/2"}
+  metrics = iterative_report.summarize(RECORDS, rounds=2, num_samples=1, questions=questions)
+  assert _row(metrics["rq3"], dimension="io_type", category="(no typed question)")["problems"] == 1
+
+
 def test_rq3_tables_left_out_with_a_note():
   examples_only = [r for r in RECORDS if r["kind"] == "examples"]
   metrics = iterative_report.summarize(examples_only, rounds=2, num_samples=1)
