@@ -2,7 +2,8 @@
 Crabbé 2024, §4): pass@1 by unit tests, overall and per category, plus BLEU and CodeBLEU against the
 reference solution; and mean ± std over seeds for a grid of fine-tuning runs.
 
-  python -m evaluation.practical --predictions P.jsonl --dataset D.jsonl --output_dir DIR
+  python -m evaluation.practical --predictions P.jsonl --dataset D.jsonl --output_dir DIR \
+      [--labels derived|dataset]
 
 P is sample.py's output for data.practical_tasks.prompt_records: `qid`, `sample_id`, `code` (the text
 generated after the problem's prompt). Each completion is cut where its function ends, appended to
@@ -12,7 +13,10 @@ every benchmark shares: DIR/results.jsonl gets one line per prediction as it fin
 run resumes, and completions of a problem that are the same once cut run once; a malformed line is
 reported with its file:line and the others scored. DIR/metrics.json holds, overall and per category (a problem counts in each of its categories): problems, pass@1 (mean over problems
 of c/n, in %), tests_passed (% of the unit tests of every sample), BLEU and CodeBLEU (0-100) of each
-problem's first sample.
+problem's first sample. The categories are the dataset's labels, or (--labels derived, the default
+for a dataset without any) the labels and package data/practical_labels.py derives from each
+reference solution by the paper's rules (its Table 9); the table shows labels, then packages, as the
+paper's Table 5 does.
 
 The unit tests are assert blocks; their verdicts are reached outside the sandbox, as for typed
 HumanEval (evaluation/judge.py). evaluation/assertions.py rewrites each test so that the candidate's
@@ -36,6 +40,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
+from data.practical_labels import LABEL_SOURCES, is_package, with_labels
 from data.practical_tasks import SMALL_DATASET, Problem, categories, load_problems
 from evaluation import execution, resumable
 from evaluation.passk import mean_pass_at_k
@@ -147,8 +152,10 @@ def metrics(problems: Sequence[Problem], predictions: Sequence[Prediction],
 
 def score_predictions(predictions_path: str, problems: Mapping[str, Problem], output_dir: str,
                       workers: int | None = None, limits: execution.Limits = execution.Limits(),
-                      progress: bool = False) -> dict:
+                      progress: bool = False, labels: str = "dataset") -> dict:
   """Score the predictions not yet in output_dir/results.jsonl, then write output_dir/metrics.json.
+  `labels` says where the problems' categories came from (data.practical_labels.with_labels), for
+  metrics.json.
   Every problem of `problems` needs a prediction (a ValueError counts and names the missing ones):
   metrics over a silently smaller set of problems would not compare across runs. A malformed line is
   reported in metrics.json's invalid_predictions (file:line) and the others are scored."""
@@ -167,7 +174,7 @@ def score_predictions(predictions_path: str, problems: Mapping[str, Problem], ou
   scoring = report.as_dict()
   values = {"predictions": storage.resolve(predictions_path), "limits": dataclasses.asdict(limits),
             "toolchain": execution.toolchain_version(toolchain()), "scored_now": scoring["scored_now"],
-            **scorer.summarise(predictions, results), "invalid_predictions": invalid,
+            "labels": labels, **scorer.summarise(predictions, results), "invalid_predictions": invalid,
             "unscored_predictions": report.unscored, "scoring": scoring}
   storage.write_json(storage.join(output_dir, "metrics.json"), values)
   return values
@@ -178,12 +185,20 @@ COLUMNS = (("problems", "problems"), ("pass@1", "pass@1"), ("tests_passed", "% t
 
 
 def table(values: dict) -> str:
-  """The per-category markdown table of a metrics.json."""
+  """The per-category markdown table of a metrics.json: overall, then the labels, then the packages
+  (each most frequent first), as the paper's Table 5 lists them."""
   lines = ["| category | " + " | ".join(t for _, t in COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
-  for label, group in [("overall", values["overall"]), *values["categories"].items()]:
+
+  def row(label: str, group: dict) -> str:
     cells = [str(group[k]) if k == "problems" else ("–" if group[k] is None else f"{group[k]:.1f}")
              for k, _ in COLUMNS]
-    lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+  lines.append(row("overall", values["overall"]))
+  for kind, packages in (("labels", False), ("packages", True)):
+    rows = [row(label, group) for label, group in values["categories"].items() if is_package(label) == packages]
+    if rows:
+      lines += [f"| *{kind}* |" + " |" * len(COLUMNS), *rows]
   return "\n".join(lines)
 
 
@@ -283,6 +298,38 @@ def write_summary(cells: Iterable[tuple[float, int, dict]], output_dir: str) -> 
   return summary
 
 
+VARIANT_METRICS = (("pass@1", "pass@1"), ("tests_passed", "% tests passed"), ("bleu", "BLEU"),
+                   ("codebleu", "CodeBLEU"))
+
+
+def variant_summary(summaries: Mapping[str, dict]) -> dict:
+  """Per prompt variant (summaries: variant -> summarise's output), per train fraction, the overall
+  mean ± std of VARIANT_METRICS and the seeds: the paper's prompt study (its Table 2) over the grid."""
+  return {variant: {f: {"seeds": summary["seeds"][f], **{m: summary["overall"][f][m] for m, _ in VARIANT_METRICS}}
+                    for f in summary["train_fractions"]}
+          for variant, summary in summaries.items()}
+
+
+def variant_markdown(table_: dict) -> str:
+  lines = ["overall metrics per prompt variant, mean ± std over seeds (the paper's Table 2: its prompt study)", "",
+           "| prompt | train fraction (n) | " + " | ".join(t for _, t in VARIANT_METRICS) + " |",
+           "|" + "---|" * (len(VARIANT_METRICS) + 2)]
+  for variant, fractions in table_.items():
+    for f, row in fractions.items():
+      lines.append(f"| {variant} | {f} (n={len(row['seeds'])}) | "
+                   + " | ".join(_cell(row[m]) for m, _ in VARIANT_METRICS) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def write_variant_summary(summaries: Mapping[str, dict], output_dir: str) -> dict:
+  """variant_summary(summaries), written as prompt_variants.json and prompt_variants.md."""
+  table_ = variant_summary(summaries)
+  storage.makedirs(output_dir)
+  storage.write_json(storage.join(output_dir, "prompt_variants.json"), table_)
+  storage.write_atomic(storage.join(output_dir, "prompt_variants.md"), variant_markdown(table_))
+  return table_
+
+
 # ---- entry point ---------------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -293,11 +340,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--workers", type=int, default=os.cpu_count(), help="sandboxes at a time")
   parser.add_argument("--timeout", type=float, default=execution.Limits.timeout_s,
                       help="wall-clock seconds of each program's run")
+  parser.add_argument("--labels", choices=LABEL_SOURCES, default=None,
+                      help="categories: the dataset's, or derived from each reference solution by the paper's "
+                           "rules (data/practical_labels.py); default: the dataset's when it has any, else derived")
   args = parser.parse_args(argv)
   try:
     if args.workers < 1:
       raise ValueError(f"--workers must be at least 1, got {args.workers}")
-    dataset = {p.problem_id: p for p in load_problems(args.dataset)}
+    labelled, labels = with_labels(load_problems(args.dataset), args.labels)
+    dataset = {p.problem_id: p for p in labelled}
     # The dataset may hold more than was sampled (a test split): score the predicted problems (a
     # line naming a problem the dataset lacks is reported with its file:line, the others scored).
     predicted = {p.qid for p in read_predictions(args.predictions, dataset)[0]}
@@ -305,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       raise ValueError(f"{args.predictions}: no valid prediction for a problem of {args.dataset}")
     problems = {qid: p for qid, p in dataset.items() if qid in predicted}
     values = score_predictions(args.predictions, problems, args.output_dir, args.workers,
-                               execution.Limits(timeout_s=args.timeout), progress=True)
+                               execution.Limits(timeout_s=args.timeout), progress=True, labels=labels)
   except (ValueError, OSError, RuntimeError) as error:  # OutputLocked is a RuntimeError
     print(f"error: {error}", file=sys.stderr)
     return 2

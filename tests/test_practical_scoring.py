@@ -268,3 +268,115 @@ def test_completions_that_are_the_same_once_cut_share_one_run(tmp_path):
   with open(tmp_path / "out" / "results.jsonl") as f:
     results = [json.loads(line) for line in f]
   assert len(results) == 4 and len({r["program_sha1"] for r in results if r["qid"] == "n1"}) == 1
+
+
+# ---- per label and per package (issue 29): metrics() over hand-made results, no sandbox ----------
+
+LABELLED = [Problem("A", "Count x.", "def a(x):\n    return len(x)\n", ("t",) * 3, ()),
+            Problem("B", "Copy df0.", "import pandas as pd\n\ndef b(df0):\n    y = df0.copy()\n    return y\n",
+                    ("t",) * 2, ()),
+            Problem("C", "Find a.", "import re\n\ndef c(str0):\n    return [m for m in re.findall('a', str0)]\n",
+                    ("t",) * 3, ()),
+            Problem("D", "Count uniques.", "import numpy as np\nimport pandas as pd\n\n"
+                    "def d(arr0):\n    return len(np.unique(arr0))\n", ("t",) * 3, ())]
+# (passed, tests passed) of samples 0 and 1 of each problem.
+OUTCOMES = {"A": [(True, 3), (False, 1)], "B": [(False, 0), (False, 1)], "C": [(True, 3), (True, 3)],
+            "D": [(False, 2), (True, 3)]}
+
+
+def _labelled_metrics():
+  from data.practical_labels import with_labels
+  from evaluation.resumable import Prediction
+
+  problems, source = with_labels(LABELLED, None)
+  assert source == "derived" and {p.problem_id: p.categories for p in problems} == {
+      "A": ("builtin", "noimport"), "B": ("assign", "pandas"), "C": ("loop", "regex"),
+      "D": ("builtin", "complextask", "pandas", "numpy")}
+  by_id = {p.problem_id: p for p in problems}
+  predictions, results = [], {}
+  for qid, outcomes in OUTCOMES.items():
+    for sample, (passed, tests_passed) in enumerate(outcomes):
+      # Sample 0 is the reference body but for D (BLEU and CodeBLEU read sample 0 only).
+      code = "    return 0\n" if (qid, sample) == ("D", 0) else by_id[qid].body
+      prediction = Prediction(qid, sample, "python", code, 1)
+      predictions.append(prediction)
+      results[prediction.key] = {"passed": passed, "tests": len(by_id[qid].tests), "tests_passed": tests_passed}
+  return practical.metrics(problems, predictions, results)
+
+
+def test_pass_at_1_and_tests_passed_per_label_and_per_package_by_hand():
+  values = _labelled_metrics()
+  # pass@1: mean over the group's problems of c/n (A 1/2, B 0, C 1, D 1/2); tests passed: the group's
+  # passed tests over its tests, every sample.
+  expected = {"builtin": (2, 50.0, 100 * 9 / 12), "assign": (1, 0.0, 25.0), "loop": (1, 100.0, 100.0),
+              "complextask": (1, 50.0, 100 * 5 / 6), "pandas": (2, 25.0, 100 * 6 / 10),
+              "numpy": (1, 50.0, 100 * 5 / 6), "regex": (1, 100.0, 100.0), "noimport": (1, 50.0, 100 * 4 / 6)}
+  assert set(values["categories"]) == set(expected)
+  for label, (problems, pass_at_1, tests_passed) in expected.items():
+    group = values["categories"][label]
+    assert (group["problems"], group["pass@1"], group["tests_passed"]) == (
+        problems, pytest.approx(pass_at_1, abs=1e-4), pytest.approx(tests_passed, abs=1e-4)), label
+  overall = values["overall"]
+  assert (overall["pass@1"], overall["tests_passed"]) == (50.0, pytest.approx(100 * 16 / 22, abs=1e-4))
+  # BLEU and CodeBLEU: 100 for groups whose sample 0 is the reference; D's wrong one lowers its groups
+  # (the D-only groups alike; corpus BLEU of A and D in between, CodeBLEU's parts are not monotone so).
+  for label in ("assign", "loop", "regex", "noimport"):
+    assert values["categories"][label]["bleu"] == pytest.approx(100)
+    assert values["categories"][label]["codebleu"] == pytest.approx(100)
+  d_only = values["categories"]["numpy"]
+  assert values["categories"]["complextask"] == d_only and d_only["bleu"] < values["categories"]["builtin"]["bleu"] < 100
+  assert d_only["codebleu"] < 100 and values["categories"]["builtin"]["codebleu"] < 100
+
+
+def test_the_table_lists_labels_then_packages():
+  lines = practical.table(_labelled_metrics()).splitlines()
+  names = [line.split(" | ")[0].lstrip("| ") for line in lines[2:]]
+  assert names == ["overall", "*labels*", "builtin", "assign", "complextask", "loop",
+                   "*packages*", "pandas", "noimport", "numpy", "regex"]
+  assert lines[4] == "| builtin | 2 | 50.0 | 75.0 | " + " | ".join(
+      f"{_labelled_metrics()['categories']['builtin'][k]:.1f}" for k in ("bleu", "codebleu")) + " |"
+  assert lines[3] == "| *labels* |" + " |" * len(practical.COLUMNS)
+
+
+def _write_dataset(path, problems, with_categories=True):
+  with open(path, "w") as f:
+    for p in problems:
+      f.write(json.dumps({"problem_id": p.problem_id, "intent": p.intent, "code": p.code, "tests": list(p.tests),
+                          **({"categories": list(p.categories)} if with_categories else {})}) + "\n")
+  return str(path)
+
+
+def test_cli_labels_flag(tmp_path, capsys):
+  bare = _write_dataset(tmp_path / "bare.jsonl", (PANDAS, NUMPY), with_categories=False)
+  predictions = write_predictions(tmp_path / "p.jsonl", [{"qid": "n1", "code": NUMPY.body}])
+  assert practical.main(["--predictions", predictions, "--dataset", bare, "--output_dir", str(tmp_path / "o"),
+                         "--labels", "dataset"]) == 2
+  assert "--labels dataset: no problem of the dataset has a category label; use --labels derived" in \
+      capsys.readouterr().err
+  if execution.missing(practical.toolchain()):
+    return
+  # A dataset without labels is scored with derived ones by default; one with labels with its own.
+  for dataset, flags, source, categories in (
+      (bare, [], "derived", {"numpy", "assign"}),
+      (_write_dataset(tmp_path / "labelled.jsonl", (PANDAS, NUMPY)), [], "dataset", {"numpy"}),
+      (_write_dataset(tmp_path / "labelled2.jsonl", (PANDAS, NUMPY)), ["--labels", "derived"], "derived",
+       {"numpy", "assign"})):
+    out = tmp_path / source / os.path.basename(dataset)
+    assert practical.main(["--predictions", predictions, "--dataset", dataset, "--output_dir", str(out),
+                           "--workers", "1", *flags]) == 0
+    values = json.loads((out / "metrics.json").read_text())
+    assert values["labels"] == source and set(values["categories"]) == categories
+  assert "| *packages* |" in capsys.readouterr().out
+
+
+def test_the_prompt_variants_table_compares_overall_metrics(tmp_path):
+  summaries = {"plain": practical.summarise([(0.4, 0, _metrics(10, {})), (0.4, 1, _metrics(30, {}, bleu=20))]),
+               "preprompt": practical.summarise([(0.4, 0, _metrics(50, {}))])}
+  table_ = practical.write_variant_summary(summaries, str(tmp_path))
+  assert table_["plain"]["0.4"]["pass@1"] == {"mean": 20.0, "std": pytest.approx(14.1421), "n": 2}
+  assert table_["plain"]["0.4"]["bleu"] == {"mean": 15.0, "std": pytest.approx(7.0711), "n": 2}
+  assert table_["preprompt"]["0.4"]["tests_passed"] == {"mean": 50.0, "std": 0.0, "n": 1}
+  markdown = (tmp_path / "prompt_variants.md").read_text()
+  assert "| plain | 0.4 (n=2) | 20.0 ± 14.1 | 20.0 ± 14.1 | 15.0 ± 7.1 | 20.0 ± 0.0 |" in markdown
+  assert "| preprompt | 0.4 (n=1) | 50.0 ± 0.0 | 50.0 ± 0.0 | 10.0 ± 0.0 | 20.0 ± 0.0 |" in markdown
+  assert json.loads((tmp_path / "prompt_variants.json").read_text()) == json.loads(json.dumps(table_))
