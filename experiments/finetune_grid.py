@@ -1,28 +1,35 @@
 """CodeInsight's split x seed grid (Beau & Crabbé 2024): fine-tune one pretrained run on each train
-fraction of the practical tasks with each split seed, sample its test split, score it, and report
-pass@1 per category as mean ± std over seeds.
+fraction of the practical tasks with each split seed (and each prompt variant: its prompt study),
+sample its test split, score it, and report pass@1 per category as mean ± std over seeds.
 
   python -m experiments.finetune_grid --pretrained MODEL_DIR --output GRID_DIR [--dataset D] \
-      [--fractions 0.2,0.4,0.6,0.8] [--seeds 0,1,2,3,4] [--run_gin gin_configs/runs/codeinsight_lora.gin] \
+      [--fractions 0.2,0.4,0.6,0.8] [--seeds 0,1,2,3,4] [--prompt_variants plain,return_the_result,preprompt] \
+      [--labels derived|dataset] [--run_gin gin_configs/runs/codeinsight_lora.gin] \
       [--steps N] [--num_samples 1 --temperature 0 --max_decode_length 256 --sample_batch_size 64] \
       [--gin.BATCH_SIZE=16 ...] [--dry_run]
-  python -m experiments.finetune_grid --collect_only --output GRID_DIR [--fractions ... --seeds ...]
+  python -m experiments.finetune_grid --collect_only --output GRID_DIR [--fractions ... --seeds ... --prompt_variants ...]
 
-Each cell (fraction, seed) lives in GRID_DIR/f{percent}_s{seed}/ (f40_s0: 40% of the problems to train
-on, split seed 0) and runs four phases, one after another:
+Each cell (variant, fraction, seed) lives in GRID_DIR/f{percent}_s{seed}/ for the plain prompt (f40_s0:
+40% of the problems to train on, split seed 0) and in GRID_DIR/{variant}/f{percent}_s{seed}/ for the
+others (return_the_result/f40_s0), and runs four phases, one after another:
   1. train.py with the run gin (runs/finetune.gin by default; finetune_lora.gin, codeinsight_lora.gin),
-     PRETRAINED_DIR, MODEL_DIR = <cell>/run, DATASET, TRAIN_FRACTION, SPLIT_SEED (and TRAIN_STEPS with
-     --steps); its console appended to <cell>/train.log, its progress lines echoed under the cell's name;
-  2. the test split's prompts (data/practical_tasks.py) -> <cell>/prompts.jsonl;
+     PRETRAINED_DIR, MODEL_DIR = <cell>/run, DATASET, TRAIN_FRACTION, SPLIT_SEED, PROMPT_VARIANT (when not
+     plain) and TRAIN_STEPS with --steps; its console appended to <cell>/train.log, its progress lines
+     echoed under the cell's name;
+  2. the test split's prompts (data/practical_tasks.py) in the cell's variant, the one its training
+     examples used -> <cell>/prompts.jsonl;
   3. sample.py on <cell>/run -> <cell>/predictions.jsonl, its console in <cell>/sample.log;
-  4. evaluation/practical.py's scoring -> <cell>/score/metrics.json;
+  4. evaluation/practical.py's scoring -> <cell>/score/metrics.json, per category of --labels (the
+     dataset's when it has any, else derived from the references: data/practical_labels.py);
 then <cell>/done.json records what ran. A cell with done.json is not rerun; a half-done one continues
 (train.py resumes from its checkpoints, sample.py skips sampled prompts, scoring reuses its results).
 A failed phase stops the grid, naming the cell and its log; finished cells are kept. Extra
 --gin.NAME=VALUE flags go to every cell's train.py.
 
 Then, for every finished cell of the grid: GRID_DIR/summary.md, summary.json and
-pass_at_1_by_category.png (evaluation.practical.write_summary: per train fraction, mean ± std over seeds).
+pass_at_1_by_category.png (evaluation.practical.write_summary: per train fraction, mean ± std over seeds)
+of the plain prompt's cells, the same in GRID_DIR/{variant}/ for each other variant, and with more than
+one variant GRID_DIR/prompt_variants.md and .json (the paper's Table 2: overall metrics per variant).
 """
 
 from __future__ import annotations
@@ -38,7 +45,9 @@ import time
 from typing import Callable, Mapping, Sequence
 
 import storage
-from data.practical_tasks import SMALL_DATASET, TASK_NAME, Problem, load_problems, prompt_records, split_problems
+from data.practical_labels import LABEL_SOURCES, with_labels
+from data.practical_tasks import (PROMPT_VARIANTS, SMALL_DATASET, TASK_NAME, Problem, PromptVariant, load_problems,
+                                  prompt_records, prompt_variant, split_problems)
 from experiments.logged_runs import duration, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +57,10 @@ DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8)  # CodeInsight's 20/80 .. 80/20 splits
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)  # and its five seeds
 # Bound per cell by the runner; a --gin flag setting one would make every cell the same run.
 OWNED_BINDINGS = {"MODEL_DIR": "--output", "PRETRAINED_DIR": "--pretrained", "DATASET": "--dataset",
-                  "TRAIN_FRACTION": "--fractions", "SPLIT_SEED": "--seeds"}
+                  "TRAIN_FRACTION": "--fractions", "SPLIT_SEED": "--seeds", "PROMPT_VARIANT": "--prompt_variants"}
+PLAIN = PromptVariant.PLAIN.value
+# What a done.json written before a setting existed ran with (grids from before it resume unchanged).
+LEGACY_SETTINGS = {"labels": "dataset"}
 # train.py's and sample.py's progress lines, echoed under the cell's name.
 ECHOED = re.compile(r"(step |  validation|resumed from|initialised parameters|practical_tasks: |\d+ prompts, |"
                     r"wrote \d+ samples)")
@@ -61,17 +73,26 @@ ECHOED = re.compile(r"(step |  validation|resumed from|initialised parameters|pr
 class Cell:
   fraction: float  # TRAIN_FRACTION
   seed: int  # SPLIT_SEED
+  variant: str = PLAIN  # PROMPT_VARIANT: the prompts of its training examples and of its sampling
 
   @property
   def name(self) -> str:
-    return f"f{round(100 * self.fraction):02d}_s{self.seed}"
+    """f40_s0 for the plain prompt (the names of grids from before the variants), return_the_result/f40_s0
+    for another: each variant's cells a grid of their own under GRID_DIR/{variant}/."""
+    base = f"f{round(100 * self.fraction):02d}_s{self.seed}"
+    return base if self.variant == PLAIN else f"{self.variant}/{base}"
 
 
-def make_grid(fractions: Sequence[float], seeds: Sequence[int]) -> list[Cell]:
-  """fractions x seeds, fraction-major; each fraction in (0, 1) with its own whole percent (the name)."""
-  cells = [Cell(f, s) for f in fractions for s in seeds]
+def make_grid(fractions: Sequence[float], seeds: Sequence[int], variants: Sequence[str] = (PLAIN,)) -> list[Cell]:
+  """variants x fractions x seeds, variant-major then fraction-major; each fraction in (0, 1) with its
+  own whole percent (the name), each variant one of PROMPT_VARIANTS."""
+  for v in variants:
+    prompt_variant(v, "--prompt_variants")
+  if len(set(variants)) != len(variants):
+    raise ValueError(f"--prompt_variants {','.join(variants)}: a variant twice")
+  cells = [Cell(f, s, v) for v in variants for f in fractions for s in seeds]
   if not cells:
-    raise ValueError("the grid is empty: give at least one fraction and one seed")
+    raise ValueError("the grid is empty: give at least one prompt variant, one fraction and one seed")
   for f in fractions:
     if not 0 < f < 1:
       raise ValueError(f"train fraction {f:g}: must be in (0, 1)")
@@ -96,6 +117,7 @@ class Grid:
   max_decode_length: int = 256
   sample_batch_size: int = 64
   workers: int | None = None  # scoring sandboxes at a time (None: one per CPU)
+  labels: str = "dataset"  # the categories scored: "dataset" or "derived" (data/practical_labels.py)
 
   def cell_dir(self, cell: Cell) -> str:
     return os.path.join(self.output, cell.name)
@@ -104,7 +126,7 @@ class Grid:
   def settings(self) -> dict:
     """What makes two runs of a cell the same run (kept in done.json)."""
     return {"pretrained": self.pretrained, "dataset": self.dataset or SMALL_DATASET, "run_gin": self.run_gin,
-            "steps": self.steps, "bindings": list(self.bindings),
+            "steps": self.steps, "bindings": list(self.bindings), "labels": self.labels,
             "sampling": {"num_samples": self.num_samples, "temperature": self.temperature,
                          "max_decode_length": self.max_decode_length}}
 
@@ -115,6 +137,8 @@ def train_args(cell: Cell, grid: Grid) -> list[str]:
           f"--gin.MODEL_DIR={os.path.join(grid.cell_dir(cell), 'run')!r}"]
   args += [f"--gin.DATASET={grid.dataset!r}"] if grid.dataset else []
   args += [f"--gin.TRAIN_FRACTION={cell.fraction!r}", f"--gin.SPLIT_SEED={cell.seed}"]
+  # The plain prompt is the run gin's default: its cells' commands are those of grids from before.
+  args += [f"--gin.PROMPT_VARIANT={cell.variant!r}"] if cell.variant != PLAIN else []
   args += [f"--gin.TRAIN_STEPS={grid.steps}"] if grid.steps is not None else []
   return args + list(grid.bindings)
 
@@ -134,10 +158,11 @@ def dry_run_commands(cell: Cell, grid: Grid) -> list[list[str]]:
   cell_dir, dataset = grid.cell_dir(cell), grid.dataset or SMALL_DATASET
   return [["python", *train_args(cell, grid)],
           ["python", "-m", "data.practical_tasks", "--dataset", dataset, "--train_fraction", f"{cell.fraction!r}",
-           "--seed", str(cell.seed), "--split", "test", "--output", os.path.join(cell_dir, "prompts.jsonl")],
+           "--seed", str(cell.seed), "--split", "test", "--prompt_variant", cell.variant,
+           "--output", os.path.join(cell_dir, "prompts.jsonl")],
           ["python", *sample_args(cell, grid)],
           ["python", "-m", "evaluation.practical", "--predictions", os.path.join(cell_dir, "predictions.jsonl"),
-           "--dataset", dataset, "--output_dir", os.path.join(cell_dir, "score")]]
+           "--dataset", dataset, "--labels", grid.labels, "--output_dir", os.path.join(cell_dir, "score")]]
 
 
 def parse_bindings(flags: Sequence[str], steps: int | None) -> list[str]:
@@ -207,7 +232,7 @@ def run_cell(cell: Cell, grid: Grid, test: Sequence[Problem], runner: Runner, pr
   note(f"{prefix}: training, log {train_log}")
   seconds["train"] = _phase(cell, train_args(cell, grid), train_log, runner, note)
   prompts_path = os.path.join(cell_dir, "prompts.jsonl")
-  storage.write_atomic(prompts_path, "".join(json.dumps(r) + "\n" for r in prompt_records(test)))
+  storage.write_atomic(prompts_path, "".join(json.dumps(r) + "\n" for r in prompt_records(test, cell.variant)))
   sample_log = os.path.join(cell_dir, "sample.log")
   note(f"{prefix}: sampling {len(test)} test prompts x {grid.num_samples}, log {sample_log}")
   seconds["sample"] = _phase(cell, sample_args(cell, grid), sample_log, runner, note)
@@ -216,11 +241,12 @@ def run_cell(cell: Cell, grid: Grid, test: Sequence[Problem], runner: Runner, pr
   start = time.monotonic()
   try:
     metrics = score_predictions(predictions, {p.problem_id: p for p in test}, os.path.join(cell_dir, "score"),
-                                grid.workers)
+                                grid.workers, labels=grid.labels)
   except (ValueError, OSError, RuntimeError) as error:  # OutputLocked is a RuntimeError
     raise CellFailed(f"cell {cell.name}: scoring {predictions} failed: {error}", 1) from None
   seconds["score"] = time.monotonic() - start
-  marker = {"cell": cell.name, "train_fraction": cell.fraction, "seed": cell.seed, **grid.settings,
+  marker = {"cell": cell.name, "train_fraction": cell.fraction, "seed": cell.seed, "prompt_variant": cell.variant,
+            **grid.settings,
             "test_problems": len(test), "pass@1": metrics["overall"]["pass@1"],
             "unscored_predictions": len(metrics["unscored_predictions"]),
             "commands": {"train": ["python", *train_args(cell, grid)], "sample": ["python", *sample_args(cell, grid)]},
@@ -230,8 +256,8 @@ def run_cell(cell: Cell, grid: Grid, test: Sequence[Problem], runner: Runner, pr
 
 
 def _changed(marker: Mapping, settings: Mapping) -> list[str]:
-  return [f"{key} {marker.get(key)!r} then, {value!r} now" for key, value in settings.items()
-          if marker.get(key) != value]
+  then = lambda key: marker.get(key, LEGACY_SETTINGS.get(key))
+  return [f"{key} {then(key)!r} then, {value!r} now" for key, value in settings.items() if then(key) != value]
 
 
 def run_grid(cells: Sequence[Cell], grid: Grid, tests: Mapping[Cell, Sequence[Problem]], dry_run: bool = False,
@@ -273,9 +299,11 @@ def run_grid(cells: Sequence[Cell], grid: Grid, tests: Mapping[Cell, Sequence[Pr
 # The summary.
 
 
-def collect(output: str, cells: Sequence[Cell]) -> tuple[list[tuple[float, int, dict]], list[Cell]]:
-  """(train_fraction, seed, metrics) of the finished cells (write_summary's input), and the others."""
-  found, missing = [], []
+def collect(output: str, cells: Sequence[Cell]) -> tuple[dict[str, list[tuple[float, int, dict]]], list[Cell]]:
+  """Per prompt variant (in the cells' order), (train_fraction, seed, metrics) of its finished cells
+  (write_summary's input); and the unfinished cells."""
+  found: dict[str, list[tuple[float, int, dict]]] = {}
+  missing = []
   for cell in cells:
     cell_dir = os.path.join(output, cell.name)
     metrics = _read_json(os.path.join(cell_dir, "score", "metrics.json"))
@@ -283,7 +311,7 @@ def collect(output: str, cells: Sequence[Cell]) -> tuple[list[tuple[float, int, 
       missing.append(cell)
     else:
       overall = dict(metrics["overall"], **held_out_losses(os.path.join(cell_dir, "run", "metrics.jsonl")))
-      found.append((cell.fraction, cell.seed, dict(metrics, overall=overall)))
+      found.setdefault(cell.variant, []).append((cell.fraction, cell.seed, dict(metrics, overall=overall)))
   return found, missing
 
 
@@ -307,19 +335,30 @@ def held_out_losses(metrics_path: str) -> dict[str, float]:
 
 
 def report(output: str, cells: Sequence[Cell]) -> int:
-  """Writes the summary of the finished cells and prints its table; 1 when no cell has finished."""
-  from evaluation.practical import write_summary
+  """Writes the summary of each prompt variant's finished cells (the plain prompt's in `output`, another's
+  in output/{variant}) and, with more than one variant, their comparison; prints the tables; 1 when no
+  cell has finished."""
+  from evaluation.practical import write_summary, write_variant_summary
 
   found, missing = collect(output, cells)
   if not found:
     print(f"error: no finished cell (with done.json and score/metrics.json) under {output}", file=sys.stderr)
     return 1
-  write_summary(found, output)
-  print(storage.read_text(os.path.join(output, "summary.md")))
+  summaries, written = {}, []
+  for variant, variant_cells in found.items():
+    folder = output if variant == PLAIN else os.path.join(output, variant)
+    summaries[variant] = write_summary(variant_cells, folder)
+    if len(found) > 1:
+      print(f"prompt variant {variant}:\n")
+    print(storage.read_text(os.path.join(folder, "summary.md")))
+    written += [os.path.join(folder, n) for n in ("summary.md", "summary.json", "pass_at_1_by_category.png")]
+  if len(found) > 1:
+    write_variant_summary(summaries, output)
+    print(storage.read_text(os.path.join(output, "prompt_variants.md")))
+    written += [os.path.join(output, n) for n in ("prompt_variants.md", "prompt_variants.json")]
   if missing:
     print(f"not finished (left out): {', '.join(c.name for c in missing)}")
-  print("wrote " + ", ".join(os.path.join(output, n) for n in ("summary.md", "summary.json",
-                                                                 "pass_at_1_by_category.png")))
+  print("wrote " + ", ".join(written))
   return 0
 
 
@@ -353,6 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--dataset", default=None, help="practical tasks JSON or JSONL (default: the small in-repo set)")
   p.add_argument("--fractions", type=_list(float), default=list(DEFAULT_FRACTIONS), help="train fractions")
   p.add_argument("--seeds", type=_list(int), default=list(DEFAULT_SEEDS), help="split seeds")
+  p.add_argument("--prompt_variants", type=_list(str), default=[PLAIN],
+                 help=f"prompt variants, one more axis of the grid: {', '.join(PROMPT_VARIANTS)} (default: plain)")
+  p.add_argument("--labels", choices=LABEL_SOURCES, default=None,
+                 help="categories to score: the dataset's, or derived from the references by the paper's rules "
+                      "(data/practical_labels.py); default: the dataset's when it has any, else derived")
   p.add_argument("--run_gin", type=run_gin_path, default=DEFAULT_RUN_GIN,
                  help="finetune.gin (default), finetune_lora.gin or codeinsight_lora.gin, or a path")
   p.add_argument("--steps", type=int, default=None, help="TRAIN_STEPS (default: the run gin's)")
@@ -371,7 +415,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_script) -> int:
   args, rest = p.parse_known_args(argv)
   try:
     bindings = parse_bindings(rest, args.steps)
-    cells = make_grid(args.fractions, args.seeds)
+    cells = make_grid(args.fractions, args.seeds, args.prompt_variants)
   except ValueError as error:
     p.error(str(error))
   if storage.is_url(args.output):
@@ -384,14 +428,15 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_script) -> int:
       p.error(f"--pretrained {args.pretrained}: no such folder")
     if args.workers is not None and args.workers < 1:
       p.error(f"--workers must be at least 1, got {args.workers}")
-    grid = Grid(output, storage.resolve(args.pretrained), args.dataset and storage.resolve(args.dataset),
-                args.run_gin, args.steps, tuple(bindings), args.num_samples, args.temperature,
-                args.max_decode_length, args.sample_batch_size, args.workers)
+    dataset = args.dataset and storage.resolve(args.dataset)
     try:  # every split before any training: a fraction that leaves a split empty fails now, not at cell 7
-      problems = load_problems(grid.dataset or SMALL_DATASET)
+      problems, labels = with_labels(load_problems(dataset or SMALL_DATASET), args.labels)
       tests = {cell: split_problems(problems, cell.fraction, cell.seed)[1] for cell in cells}
     except (ValueError, OSError) as error:
-      p.error(f"--dataset {grid.dataset or SMALL_DATASET}: {error}")
+      p.error(f"--dataset {dataset or SMALL_DATASET}: {error}")
+    grid = Grid(output, storage.resolve(args.pretrained), dataset, args.run_gin, args.steps, tuple(bindings),
+                args.num_samples, args.temperature, args.max_decode_length, args.sample_batch_size, args.workers,
+                labels)
     status = run_grid(cells, grid, tests, args.dry_run, runner)
     if status or args.dry_run:
       return status

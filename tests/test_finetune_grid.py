@@ -3,9 +3,11 @@ commands, owned bindings, each cell's test prompts, real scoring of fake predict
 summary, resuming, and a failing phase. (train.py and sample.py themselves: tests/test_train.py,
 tests/test_sampler.py.)"""
 
+import collections
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 
@@ -62,11 +64,14 @@ def fake_runner(calls, fail=lambda args: False):
 
 @pytest.fixture
 def no_scoring(monkeypatch):
-  """score_predictions stubbed (no sandbox): pass@1 0 for every cell."""
+  """score_predictions stubbed (no sandbox): pass@1 0 for every cell; its categories are the problems'
+  (with their counts), so a test sees which labels the grid scored with."""
 
-  def score(predictions_path, problems, output_dir, workers=None):
-    zero = {"problems": len(problems), "pass@1": 0.0, "tests_passed": 0.0, "bleu": 0.0, "codebleu": 0.0}
-    values = {"overall": zero, "categories": {}, "unscored_predictions": []}
+  def score(predictions_path, problems, output_dir, workers=None, labels="dataset"):
+    group = lambda n: {"problems": n, "pass@1": 0.0, "tests_passed": 0.0, "bleu": 0.0, "codebleu": 0.0}
+    counts = collections.Counter(c for p in problems.values() for c in p.categories)
+    values = {"overall": group(len(problems)), "categories": {c: group(n) for c, n in counts.items()},
+              "unscored_predictions": [], "labels": labels}
     os.makedirs(output_dir, exist_ok=True)
     with open(os.path.join(output_dir, "metrics.json"), "w") as f:
       json.dump(values, f)
@@ -221,3 +226,87 @@ def test_a_failing_phase_stops_the_grid_naming_the_cell_and_its_log(tmp_path, ca
   mean, std = _expected(0.8, (0, 1, 2))
   stat = json.loads((grid / "summary.json").read_text())["overall"]["0.8"]["pass@1"]
   assert (stat["mean"], stat["std"], stat["n"]) == (pytest.approx(mean, abs=1e-3), pytest.approx(std, abs=1e-3), 3)
+
+
+# ---- the prompt variant axis and the labels (issue 29) -------------------------------------------
+
+def test_prompt_variants_are_an_axis_of_the_grid(tmp_path, capsys, no_scoring):
+  argv = _argv(tmp_path, "--fractions", "0.8", "--seeds", "0,1", "--prompt_variants", "plain,return_the_result")
+  grid = tmp_path / "grid"
+  assert finetune_grid.main(argv + ["--dry_run"], runner=fake_runner([])) == 0
+  printed = [shlex.split(line) for line in capsys.readouterr().out.splitlines()]
+  assert len(printed) == 4 * 4 and not any("PROMPT_VARIANT" in a for a in printed[0])
+  assert printed[8][-1] == "--gin.PROMPT_VARIANT='return_the_result'"  # the third cell's train.py
+  assert printed[9][-4:] == ["--prompt_variant", "return_the_result", "--output",
+                             str(grid / "return_the_result" / "f80_s0" / "prompts.jsonl")]
+
+  calls = []
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  # Variant-major: the plain cells where a grid from before the variants had them, the others a grid each.
+  models = [_flag(c, "gin.MODEL_DIR").strip("'") for c in calls if c[0] == "train.py"]
+  assert models == [str(grid / name / "run") for name in
+                    ("f80_s0", "f80_s1", "return_the_result/f80_s0", "return_the_result/f80_s1")]
+  variants = [[a for a in c if a.startswith("--gin.PROMPT_VARIANT=")] for c in calls if c[0] == "train.py"]
+  assert variants == [[], []] + [["--gin.PROMPT_VARIANT='return_the_result'"]] * 2
+  # A cell's sampling prompts are its variant's, on its own test split: the variant its training used.
+  problems = load_problems(SMALL_DATASET)
+  for name, variant, seed in (("f80_s1", "plain", 1), ("return_the_result/f80_s0", "return_the_result", 0)):
+    records = [json.loads(line) for line in (grid / name / "prompts.jsonl").read_text().splitlines()]
+    assert records == prompt_records(split_problems(problems, 0.8, seed)[1], variant)
+    assert json.loads((grid / name / "done.json").read_text())["prompt_variant"] == variant
+  assert all("Return the Result." in " ".join(json.loads(line)["prompt"].split())  # long docstrings wrap
+             for line in (grid / "return_the_result" / "f80_s0" / "prompts.jsonl").read_text().splitlines())
+  # One summary per variant, and their comparison.
+  assert (grid / "summary.md").exists() and (grid / "return_the_result" / "summary.md").exists()
+  compared = json.loads((grid / "prompt_variants.json").read_text())
+  assert sorted(compared) == ["plain", "return_the_result"] and compared["plain"]["0.8"]["seeds"] == [0, 1]
+  assert "| return_the_result | 0.8 (n=2) | 0.0 ± 0.0 |" in (grid / "prompt_variants.md").read_text()
+  capsys.readouterr()
+
+  # Rerun: nothing runs. A third variant added: only its cells run.
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  assert len(calls) == 8 and capsys.readouterr().out.count("finished earlier, not rerun") == 4
+  assert finetune_grid.main(argv[:-1] + ["plain,return_the_result,preprompt"], runner=fake_runner(calls)) == 0
+  assert len(calls) == 12 and all("/preprompt/f80_s" in "".join(c) for c in calls[8:])
+  assert sorted(json.loads((grid / "prompt_variants.json").read_text())) == ["plain", "preprompt", "return_the_result"]
+
+
+def test_a_grid_from_before_the_variants_and_labels_resumes(tmp_path, capsys, no_scoring):
+  argv = _argv(tmp_path, "--fractions", "0.8", "--seeds", "0")
+  calls = []
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  done = tmp_path / "grid" / "f80_s0" / "done.json"
+  marker = json.loads(done.read_text())
+  assert (marker["prompt_variant"], marker["labels"]) == ("plain", "dataset")
+  # The train.py command of a plain cell is the one a grid wrote before the variants.
+  assert not any("PROMPT_VARIANT" in a for a in marker["commands"]["train"])
+  del marker["prompt_variant"], marker["labels"]  # what a done.json from before the change holds
+  done.write_text(json.dumps(marker))
+  capsys.readouterr()
+  assert finetune_grid.main(argv, runner=fake_runner(calls)) == 0
+  out = capsys.readouterr().out
+  assert len(calls) == 2 and "f80_s0: finished earlier, not rerun\n" in out and "other settings" not in out
+  # Derived labels are another setting: said so, not rerun.
+  assert finetune_grid.main(argv + ["--labels", "derived"], runner=fake_runner(calls)) == 0
+  assert len(calls) == 2 and "labels 'dataset' then, 'derived' now" in capsys.readouterr().out
+
+
+def test_labels_reach_the_scoring(tmp_path, no_scoring):
+  for flags, source, present, absent in ((["--labels", "derived"], "derived", {"noimport", "str"}, {"string"}),
+                                         ([], "dataset", {"string"}, {"noimport"})):
+    output = tmp_path / source
+    assert finetune_grid.main(_argv(tmp_path, "--output", str(output), "--fractions", "0.8", "--seeds", "0", *flags),
+                              runner=fake_runner([])) == 0
+    metrics = json.loads((output / "f80_s0" / "score" / "metrics.json").read_text())
+    assert metrics["labels"] == source and present <= set(metrics["categories"])
+    assert not absent & set(metrics["categories"])
+    assert json.loads((output / "f80_s0" / "done.json").read_text())["labels"] == source
+
+
+@pytest.mark.parametrize("variants, message", [("plain,polite", "--prompt_variants: 'polite' is not one of plain"),
+                                               ("plain,plain", "a variant twice")])
+def test_bad_prompt_variants_are_refused(variants, message, tmp_path, capsys):
+  calls = []
+  with pytest.raises(SystemExit):
+    finetune_grid.main(_argv(tmp_path, "--prompt_variants", variants), runner=fake_runner(calls))
+  assert message in capsys.readouterr().err and not calls
