@@ -88,7 +88,7 @@ def _root_name(node: ast.expr) -> ast.Name | None:
   return node if isinstance(node, ast.Name) else None
 
 
-class _Facts(ast.NodeVisitor):
+class _Facts:
   """One pass over a module: what each label's rule asks about."""
 
   def __init__(self, tree: ast.Module):
@@ -135,7 +135,7 @@ class _Facts(ast.NodeVisitor):
     return root is not None and any(k.match(root.id) for k in kinds)
 
   def is_str(self, node: ast.expr) -> bool:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) or isinstance(node, ast.JoinedStr):
+    if (isinstance(node, ast.Constant) and isinstance(node.value, str)) or isinstance(node, ast.JoinedStr):
       return True
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str":
       return node.func.id not in self.bound
