@@ -273,3 +273,24 @@ def test_launch_compiles_the_step_for_the_slice_first_unless_skipped(capsys):
     assert len(captured.out.strip().splitlines()) == 1 and "--skip_preflight" in captured.err
     assert len(dry_run(capsys, launch, TPU + ["--run_name", "s", "--program", "sample.py", "--dry_run", "--",
                                               "--checkpoint=gs://b/r"])) == 1
+
+
+def test_slurm_with_gpu_compiles_the_step_for_the_jobs_gpus_first_unless_skipped(capsys, tmp_path, monkeypatch):
+    lines = dry_run(capsys, gpu_launch, ["--slurm", "--nodes", "2", "--gpu", "h100", "--dry_run", "--"] + TRAIN_ARGS)
+    argv = shlex.split(lines[0])
+    assert argv[1].endswith("tpu/preflight.py") and argv[2] == "--topology=h100:2x8" and argv[3:] == TRAIN_ARGS
+    assert lines[1].startswith("cat > codelm.sbatch") and lines[-1] == "sbatch codelm.sbatch"
+    assert gpu_launch.main(["--slurm", "--nodes", "2", "--gpu", "h100", "--skip_preflight", "--dry_run", "--"]
+                           + TRAIN_ARGS) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("cat > ") and "--skip_preflight" in captured.err
+    # A pre-flight that says "does not fit" (exit 1) stops before the script is written or submitted.
+    monkeypatch.setattr(gpu_launch, "preflight_command", lambda *a: [sys.executable, "-c", "raise SystemExit(1)"])
+    script = tmp_path / "job.sbatch"
+    assert gpu_launch.main(["--slurm", "--nodes", "2", "--gpu", "h200", "--script", str(script), "--"]
+                           + TRAIN_ARGS) == 1
+    assert not script.exists()
+    with pytest.raises(SystemExit):
+        gpu_launch.main(["--coordinator", "h:1", "--num_processes", "2", "--process_id", "0", "--gpu", "h100", "--",
+                         "--x"])
+    assert "--gpu" in capsys.readouterr().err

@@ -15,6 +15,10 @@ cat > SCRIPT <<'CODELM_SBATCH_EOF' ... CODELM_SBATCH_EOF, then sbatch SCRIPT.
     --gin_file=gin_configs/runs/pretrain.gin --gin_file=gin_configs/models/1b.gin \\
     --gin_file=gin_configs/mixtures/unimax_2.gin --gin.MODEL_DIR="'gs://BUCKET/runs/1b_unimax_2'"
 
+With --gpu h100|h200|a100, the pre-flight (tpu/preflight.py) first compiles the run's training step
+here for NODES x GPUS_PER_NODE such GPUs (no GPU needed: `make gpu_compiler`) and nothing is submitted
+when it does not fit; --skip_preflight skips it, saying so.
+
 Plain (no scheduler): run this once on every node, with --process_id 0 on the node whose address is
 --coordinator and 1 .. N-1 on the others:
 
@@ -33,10 +37,18 @@ if __package__ in (None, ""):
   sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tpu import common
+from tpu.slices import GPUS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _PLAIN_FLAGS = ("coordinator", "num_processes", "process_id")
-_SLURM_ONLY = ("nodes", "partition", "account", "time", "cpus_per_task", "script", "no_submit")
+_SLURM_ONLY = ("nodes", "partition", "account", "time", "cpus_per_task", "script", "no_submit", "gpu",
+               "skip_preflight")
+
+
+def preflight_command(train_args: list[str], gpu: str, nodes: int, gpus_per_node: int) -> list[str]:
+  """tpu/preflight.py on this machine for the job's GPUs: its exit status 1 (does not fit) stops the submit."""
+  return [sys.executable, str(Path(__file__).resolve().parent / "preflight.py"),
+          f"--topology={gpu}:{nodes}x{gpus_per_node}", *train_args]
 
 
 def build_parser():
@@ -50,6 +62,9 @@ def build_parser():
   s.add_argument("--slurm", action="store_true", help="write and submit an sbatch script")
   s.add_argument("--nodes", type=common.positive_int, help="number of nodes (one train.py process each)")
   s.add_argument("--gpus_per_node", type=common.positive_int, default=8, help="GPUs per node (default: 8)")
+  s.add_argument("--gpu", choices=sorted(GPUS), default=None,
+                 help="the nodes' GPU: the pre-flight compiles the training step for them before sbatch")
+  s.add_argument("--skip_preflight", action="store_true", help="with --gpu: submit without the pre-flight")
   s.add_argument("--port", type=common.positive_int, default=12345,
                  help="coordinator port on the first node (default: 12345)")
   s.add_argument("--job_name", default="codelm", help="SLURM job name (default: codelm)")
@@ -117,11 +132,25 @@ def main(argv=None) -> int:
     script = args.script or f"{args.job_name}.sbatch"
     text = sbatch_script(args, train_args)
     sbatch = ["sbatch", script]
+    preflight = []
+    if args.gpu and args.skip_preflight:
+      print("warning: --skip_preflight: the training step is not compiled for the GPUs before submitting",
+            file=sys.stderr)
+    elif args.gpu:
+      preflight = [preflight_command(train_args, args.gpu, args.nodes, args.gpus_per_node)]
+    else:
+      print("note: no --gpu, so no pre-flight: --gpu h100|h200|a100 compiles the step for the job's GPUs first",
+            file=sys.stderr)
     if args.dry_run:
+      for command in preflight:
+        print(shlex.join(command))
       print(f"cat > {shlex.quote(script)} <<'CODELM_SBATCH_EOF'\n{text}CODELM_SBATCH_EOF")
       if not args.no_submit:
         print(shlex.join(sbatch))
       return 0
+    status = common.run_commands(preflight, dry_run=False)
+    if status:
+      return status
     Path(script).write_text(text)
     print(f"wrote {script}", file=sys.stderr)
     return 0 if args.no_submit else common.run_commands([sbatch], dry_run=False)
