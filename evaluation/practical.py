@@ -253,8 +253,11 @@ def summary_markdown(summary: dict) -> str:
   header = [f"train {f} (n={len(summary['seeds'][f])})" for f in fractions]
   lines = ["pass@1 (%), mean ± std over seeds (sample std; 0 for one seed)", "",
            "| category | " + " | ".join(header) + " |", "|" + "---|" * (len(header) + 1)]
-  for label, row in summary["categories"].items():
-    lines.append(f"| {label} | " + " | ".join(_cell(row[f]) for f in fractions) + " |")
+  for kind, packages in (("labels", False), ("packages", True)):  # as the paper's Table 5
+    rows = [f"| {label} | " + " | ".join(_cell(row[f]) for f in fractions) + " |"
+            for label, row in summary["categories"].items() if is_package(label) == packages]
+    if rows:
+      lines += [f"| *{kind}* |" + " |" * len(fractions), *rows]
   overall = " | ".join(_cell(summary["overall"][f]["pass@1"]) for f in fractions)
   lines.append(f"| **overall** | {overall} |")
   lines += ["", "overall, mean ± std over seeds", "",

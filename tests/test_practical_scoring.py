@@ -234,7 +234,7 @@ def _metrics(pass_at_1: float, categories: dict[str, float], bleu: float = 10.0)
 def test_summarise_mean_and_sample_std_over_seeds(tmp_path):
   cells = [(0.4, 0, _metrics(10, {"pandas": 20, "numpy": 0}, bleu=10)),
            (0.4, 1, _metrics(20, {"pandas": 40}, bleu=14)),
-           (0.4, 2, _metrics(30, {"pandas": 60, "numpy": 30}, bleu=12)),
+           (0.4, 2, _metrics(30, {"pandas": 60, "numpy": 30, "loop": 5}, bleu=12)),
            (0.8, 0, _metrics(50, {"pandas": 70}))]
   summary = practical.write_summary(cells, str(tmp_path))
   assert summary["train_fractions"] == ["0.4", "0.8"] and summary["seeds"]["0.4"] == [0, 1, 2]
@@ -249,6 +249,9 @@ def test_summarise_mean_and_sample_std_over_seeds(tmp_path):
   assert "| category | train 0.4 (n=3) | train 0.8 (n=1) |" in markdown
   assert "| pandas | 40.0 ± 20.0 | 70.0 ± 0.0 |" in markdown and "| numpy | 15.0 ± 21.2 | – |" in markdown
   assert "| **overall** | 20.0 ± 10.0 | 50.0 ± 0.0 |" in markdown
+  rows = [line.split(" | ")[0].lstrip("| ") for line in markdown.splitlines()[4:10]]
+  assert rows == ["*labels*", "loop", "*packages*", "pandas", "numpy", "**overall**"]  # as Table 5
+  assert "| loop | 5.0 ± 0.0 | – |" in markdown
   assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(summary))
   assert (tmp_path / "pass_at_1_by_category.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   with pytest.raises(ValueError, match="two cells for train fraction 0.4, seed 0"):
