@@ -18,7 +18,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing codelm and its pinned dependencies into $(VENV) (pip: errors only)"
-	@$(BIN)/python -m pip install -qq --disable-pip-version-check -e '.[test]'
+	@$(BIN)/python -m pip install -qq --disable-pip-version-check -e '.[test,hf]'
 	@touch $(STAMP)
 
 # The TPU compiler (libtpu, the version jax[tpu] pins) for tpu/preflight.py on a CPU host: into

@@ -1,0 +1,431 @@
+"""export.hf: a run as transformers' CohereForCausalLM. The exported model's logits and greedy samples
+are codelm's; its tokenizer gives codelm's ids for every language's files and decodes them back byte for
+byte; a LoRA run exports merged; what cannot be exported exactly is refused, and bad input writes nothing.
+
+The runs are written with training's own writers (run.json, orbax checkpoints) around parameters
+trained here for a few steps: a train.py run costs about a minute on this machine (SeqIO cache plus
+compilation), the whole file's budget.
+"""
+
+import json
+import os
+import re
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+import torch
+
+import code_corpus
+from data import records
+from data.languages import LANGUAGES
+from data.vocab import get_vocabulary, train_vocabulary
+from export import cohere, hf
+from export import tokenizer as hf_tokenizer
+from model import lora
+from model.config import get_config
+from model.transformer import Decoder, init_params
+from sampling.sampler import Sampler, SamplingConfig
+from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
+from training.checkpoints import Checkpointer
+from training.run_info import write_run_info
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOLERANCE = 1e-4  # f32 logits, codelm (XLA) against transformers (torch)
+
+# ---------------------------------------------------------------------------------------------
+# A small corpus of the 14 languages: a few files each, with brackets, tabs, space runs, digits and
+# some non-ASCII text, so the vocabulary has all of them as pieces (and leaves rarer characters to
+# byte fallback).
+
+_NAMES = ["count", "total", "index", "value", "buffer", "result", "parser", "token", "node", "item"]
+
+
+def _files(language: str) -> list[str]:
+  files = []
+  for i in range(4):
+    a, b = _NAMES[i % 10], _NAMES[(i * 3 + 1) % 10]
+    n = 10 * i + 7
+    files.append({
+        "java": f"import java.util.*;\n\npublic class {a.title()}{i} {{\n    // größe {n}\n    static int[] {a} = new int[{n}];\n"
+                f"    public static List<Integer> {b}(Map<String, Integer> m) {{\n        return new ArrayList<>(m.values());\n    }}\n}}\n",
+        "python": f"def {a}_{i}({b}: list[int]) -> dict[str, int]:\n    \"\"\"Café {n}.\"\"\"\n    if {b}[0] < {n} and {b}[-1] > 0:\n"
+                  f"        return {{'{a}': {b}[{i}] * {n}}}\n    return {{}}\n",
+        "cpp": f"#include <vector>\n#include <map>\n\ntemplate <typename T>\nstd::vector<T> {a}{i}(const std::map<int, T>& m) {{\n"
+               f"    std::vector<T> out;\n    for (auto& [k, v] : m) out.push_back(v * {n});\n    return out;\n}}\n",
+        "php": f"<?php\nfunction {a}_{i}(array ${b}): array {{\n    // naïve {n}\n    return array_map(fn($x) => $x * {n}, ${b});\n}}\n?>\n",
+        "typescript": f"export function {a}{i}({b}: Array<number>): Map<string, number> {{\n  const m = new Map<string, number>();\n"
+                      f"  m.set('{a}', {b}[{i}] ?? {n});\n  return m;\n}}\n",
+        "javascript": f"const {a}{i} = ({b}) => {{\n  // état {n}\n  return {b}.filter((x) => x >= {n}).map((x) => [x, x * 2]);\n}};\n"
+                      f"module.exports = {{ {a}{i} }};\n",
+        "go": f"package main\n\nimport \"fmt\"\n\nfunc {a}{i}({b} []int) map[string]int {{\n\tm := map[string]int{{}}\n"
+              f"\tfor i, v := range {b} {{\n\t\tif v > {n} {{\n\t\t\tm[fmt.Sprint(i)] = v\n\t\t}}\n\t}}\n\treturn m\n}}\n",
+        "dart": f"List<int> {a}{i}(Map<String, int> {b}) {{\n  // Übung {n}\n  return {b}.values.where((v) => v > {n}).toList();\n}}\n",
+        "lua": f"local function {a}_{i}({b})\n  -- año {n}\n  local t = {{}}\n  for k, v in pairs({b}) do\n    t[#t + 1] = v * {n}\n  end\n"
+               f"  return t\nend\nreturn {a}_{i}\n",
+        "rust": f"use std::collections::HashMap;\n\npub fn {a}_{i}({b}: &[i64]) -> HashMap<String, i64> {{\n    let mut m = HashMap::new();\n"
+                f"    for (k, v) in {b}.iter().enumerate() {{\n        m.insert(format!(\"{{}}\", k), v * {n});\n    }}\n    m\n}}\n",
+        "csharp": f"using System.Collections.Generic;\n\npublic static class {a.title()}{i} {{\n    public static List<int> {b.title()}(int[] xs) {{\n"
+                  f"        var r = new List<int>();\n        foreach (var x in xs) {{ if (x < {n}) r.Add(x); }}\n        return r;\n    }}\n}}\n",
+        "r": f"{a}_{i} <- function({b}) {{\n  # résumé {n}\n  x <- {b}[{b} > {n}]\n  return(list(total = sum(x), items = x[1:{i + 1}]))\n}}\n",
+        "julia": f"function {a}_{i}({b}::Vector{{Int}})::Dict{{String,Int}}\n    # π ≈ 3.14 {n}\n    return Dict(\"{a}\" => {b}[{i + 1}] * {n})\nend\n",
+        "haskell": f"module {a.title()}{i} where\n\n-- λ {n}\n{a}{i} :: [Int] -> [(Int, Int)]\n{a}{i} xs = [(x, x * {n}) | x <- xs, x > {i}]\n",
+    }[language])
+  return files
+
+
+# Text that must stay ordinary pieces (codelm never produces a special id from text) or fall back to
+# bytes, in each language's files: the markers spelled literally, byte-piece names, characters outside
+# the vocabulary, whitespace runs past the listed ones, long numbers.
+PROBES = ["[code]", "[eod]", "[NLU][S2S]", "<extra_id_0>", " <extra_id_17>", "</s>", "<pad>", "<unk>", "<0x41>",
+          "\U0001F980 \u00e6\u2603\x7f\x00", "\t" * 6 + "x" + " " * 30 + "y", "12345678901234567890", "a ▁b"]
+
+
+LONG_RUN = re.compile(r" {13,}|\t{5,}")  # longer than the longest listed whitespace piece
+
+
+def _same_ids(vocabulary, theirs, ours, text):
+  """Exactly codelm's ids; where `text` has a whitespace run longer than the listed pieces, the same
+  number of ids and the same ids once each run's pieces are joined (which split of a long run
+  SentencePiece picks depends on float rounding: export/tokenizer.py)."""
+  if not LONG_RUN.search(text):
+    return theirs == ours
+
+  def joined(ids):
+    out = []
+    for i in ids:
+      piece = vocabulary.tokenizer.id_to_piece(i)
+      blank = piece and set(piece) <= {"\u2581", "\t"}
+      if blank and out and isinstance(out[-1], str):
+        out[-1] += piece
+      else:
+        out.append(piece if blank else i)
+    return out
+
+  return len(theirs) == len(ours) and joined(theirs) == joined(ours)
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("export_corpus"))
+  texts = {}
+  for language in LANGUAGES:
+    texts[language.name] = _files(language.name)
+    encoded = [records.encode(t, f"{language.name}/{i}") for i, t in enumerate(texts[language.name])]
+    records.write_shard(os.path.join(root, records.shard_name(language.name, "train", 0, 1)), encoded)
+  path = train_vocabulary(root, vocab_size=640, output=os.path.join(root, "spm.model"))
+  return path, get_vocabulary(path), texts
+
+
+def _train(model, params, vocabulary, texts, steps):
+  """`steps` Adam steps of next-token loss on the corpus: parameters with a trained model's structure."""
+  ids = np.concatenate([np.asarray(vocabulary.encode(t), np.int32) for files in texts.values() for t in files])
+  rows = ids[: (len(ids) // 65) * 65].reshape(-1, 65)[:8]
+  optimizer = optax.adam(3e-3)
+
+  @jax.jit
+  def step(params, state):
+    def loss(p):
+      logits, _ = model.apply({"params": p}, rows[:, :-1])
+      return optax.softmax_cross_entropy_with_integer_labels(logits, rows[:, 1:]).mean()
+
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, state = optimizer.update(grads, state)
+    return optax.apply_updates(params, updates), state, value
+
+  state, losses = optimizer.init(params), []
+  for _ in range(steps):
+    params, state, value = step(params, state)
+    losses.append(float(value))
+  assert losses[-1] < losses[0] - 1.0, losses  # it did learn
+  return params
+
+
+GIN = """BATCH_SIZE = 8
+CORPUS_DIR = '{corpus}'
+MIXTURE_OR_TASK_NAME = 'code_unimax_2_ul2'
+TASK_FEATURE_LENGTHS = {{'inputs': 256, 'targets': 256}}
+TRAIN_STEPS = 300
+train.batch_size = %BATCH_SIZE
+train.corpus_dir = %CORPUS_DIR
+train.mixture_or_task_name = %MIXTURE_OR_TASK_NAME
+train.task_feature_lengths = %TASK_FEATURE_LENGTHS
+train.train_steps = %TRAIN_STEPS
+"""
+
+
+def _write_run(model_dir, config, vocab_path, tree, step, adapters=None, gin=None):
+  """A run folder as train.py leaves it: run.json, config.gin, checkpoints/STEP holding `tree`."""
+  os.makedirs(model_dir, exist_ok=True)
+  write_run_info(model_dir, config, vocab_path, adapters=adapters)
+  if gin:
+    with open(os.path.join(model_dir, "config.gin"), "w") as f:
+      f.write(gin)
+  checkpointer = Checkpointer(os.path.join(model_dir, "checkpoints"), async_save=False)
+  checkpointer.save(step, {"params": tree}, {"step": step})
+  checkpointer.close()
+  return model_dir
+
+
+def _export(model_dir, output, *flags):
+  assert hf.main(["--checkpoint", model_dir, "--output", str(output), *flags]) == 0
+  from transformers import AutoModelForCausalLM, AutoTokenizer
+
+  model = AutoModelForCausalLM.from_pretrained(str(output), dtype=torch.float32).eval()
+  return model, AutoTokenizer.from_pretrained(str(output))
+
+
+@pytest.fixture(scope="module")
+def runs(vocab, tmp_path_factory):
+  """(size, kind) -> (codelm model, params, exported transformers model, its tokenizer, run folder,
+  export folder), for tiny and mini, random and trained. The tiny trained run is exported in shards."""
+  vocab_path, vocabulary, texts = vocab
+  base = tmp_path_factory.mktemp("export_runs")
+  found = {}
+  for size in ("tiny", "mini"):
+    config = get_config(size, vocab_size=vocabulary.vocab_size, max_length=256)
+    model = Decoder(config)
+    params = nn.unbox(init_params(model, jax.random.key(1)))
+    for kind in ("random", "trained"):
+      if kind == "trained":
+        params = _train(model, params, vocabulary, texts, steps=12)
+      step = 20 if kind == "trained" else 1
+      gin = GIN.format(corpus=os.path.dirname(vocab_path)) if kind == "trained" else None
+      run = _write_run(str(base / f"{size}_{kind}"), config, vocab_path, params, step, gin=gin)
+      flags = ["--max_shard_size", "1MB"] if (size, kind) == ("tiny", "trained") else []
+      exported, tokenizer = _export(run, base / f"{size}_{kind}_hf", *flags)
+      found[size, kind] = (model, params, exported, tokenizer, run, base / f"{size}_{kind}_hf")
+  return found
+
+
+def _sequences(vocabulary, texts, vocab_size):
+  """Several rows of 150 tokens (positions well past 64): random ids, and real code."""
+  rng = np.random.default_rng(0)
+  code = np.concatenate([np.asarray(vocabulary.encode(t)) for t in texts["cpp"] + texts["go"]])[:150]
+  return np.stack([rng.integers(0, vocab_size, 150), rng.integers(0, vocab_size, 150), code]).astype(np.int64)
+
+
+def _logits_match(model, params, exported, tokens):
+  ours = np.asarray(model.apply({"params": params}, jnp.asarray(tokens, jnp.int32))[0])
+  with torch.no_grad():
+    theirs = exported(torch.from_numpy(tokens)).logits.numpy()
+  difference = np.abs(ours - theirs).max()
+  assert difference <= TOLERANCE, difference
+  assert np.abs(ours).max() > 1.0  # not trivially small logits
+  return difference
+
+
+@pytest.mark.parametrize("size", ["tiny", "mini"])
+@pytest.mark.parametrize("kind", ["random", "trained"])
+def test_transformers_logits_and_greedy_samples_are_codelm_s(runs, vocab, size, kind):
+  _, vocabulary, texts = vocab
+  model, params, exported, tokenizer, _, _ = runs[size, kind]
+  _logits_match(model, params, exported, _sequences(vocabulary, texts, model.config.vocab_size))
+
+  code_id = vocabulary.tokenizer.piece_to_id("[code]")
+  sampler = Sampler(model, params, vocabulary, code_id, end_ids=[-1])  # no end token: 32 tokens each
+  prompts = ["def count_0(index: list[int]) -> dict[str, int]:\n", "package main\n\nfunc value1("]
+  ours = sampler.sample(prompts, 1, SamplingConfig(temperature=0.0, max_decode_length=32, chunk_length=8), seed=0)
+  for prompt, (completion,) in zip(prompts, ours):
+    ids = tokenizer(prompt, return_tensors="pt").input_ids  # [code] first, as the sampler's prompts
+    assert ids[0].tolist() == [code_id] + list(vocabulary.encode(prompt))
+    with torch.no_grad():  # eos_token_id -1: no end token here either
+      out = exported.generate(ids, do_sample=False, max_new_tokens=32, eos_token_id=-1, pad_token_id=0)
+    new = out[0, ids.shape[1]:].tolist()
+    assert len(new) == 32 and completion.num_tokens == 32
+    assert tokenizer.decode(new) == vocabulary.decode(new) == completion.text
+
+
+def test_config_generation_config_and_card_say_what_the_run_is(runs, vocab):
+  model, _, _, tokenizer, run, folder = runs["tiny", "trained"]
+  _, vocabulary, _ = vocab
+  config = model.config
+  written = json.loads((folder / "config.json").read_text())
+  pieces = vocabulary.tokenizer
+  expected = {"architectures": ["CohereForCausalLM"], "model_type": "cohere", "vocab_size": config.vocab_size,
+              "hidden_size": config.d_model, "intermediate_size": config.d_ff, "num_hidden_layers": config.num_layers,
+              "num_attention_heads": config.num_heads, "num_key_value_heads": 1, "head_dim": config.head_dim,
+              "max_position_embeddings": config.max_length, "layer_norm_eps": config.norm_eps,
+              "logit_scale": config.d_model ** -0.5, "tie_word_embeddings": True, "hidden_act": "silu",
+              "rope_theta": config.rope_max_wavelength, "attention_bias": False, "use_qk_norm": False,
+              "bos_token_id": pieces.piece_to_id("[code]"), "eos_token_id": pieces.piece_to_id("[eod]"),
+              "pad_token_id": 0, "torch_dtype": "float32", "dtype": "float32"}
+  assert {k: written.get(k) for k in expected} == expected
+  assert written["rope_parameters"]["rope_theta"] == config.rope_max_wavelength
+  generation = json.loads((folder / "generation_config.json").read_text())
+  assert (generation["do_sample"], generation["temperature"], generation["top_p"], generation["top_k"]) == (
+      True, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, DEFAULT_TOP_K)
+  assert generation["eos_token_id"] == [pieces.piece_to_id("[eod]"), vocabulary.eos_id]
+  from transformers import GenerationConfig
+
+  loaded = GenerationConfig.from_pretrained(str(folder))
+  assert (loaded.temperature, loaded.top_p, loaded.top_k) == (0.8, 0.95, 0)
+  # Sharded above --max_shard_size (1MB): several files and their index, which transformers loaded.
+  shards = sorted(p.name for p in folder.glob("model-*.safetensors"))
+  assert len(shards) > 1 and (folder / "model.safetensors.index.json").exists()
+  assert not (folder / "model.safetensors").exists()
+  card = (folder / "README.md").read_text()
+  corpus = os.path.dirname(vocab[0])
+  assert f"Corpus: `{corpus}`" in card and "Mixture: `code_unimax_2_ul2`" in card
+  assert f"Steps: 20 of 300 planned; batch 8 rows of 256 tokens: {20 * 8 * 256:,} tokens seen" in card
+  assert f"{config.num_params:,} parameters" in card and "AutoModelForCausalLM.from_pretrained" in card
+  # The special tokens, and [code] prepended with add_special_tokens (as codelm's sampler does).
+  assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == ("[code]", "[eod]", "<pad>")
+  specials = {"[NLU]", "[NLG]", "[S2S]", "</s>", "<unk>"} | {f"▁<extra_id_{i}>" for i in range(100)}
+  assert specials <= set(tokenizer.all_special_tokens)
+  assert set(tokenizer.all_special_ids) >= {vocabulary.vocab_size - 1, vocabulary.vocab_size - 100}
+
+
+def test_every_language_s_files_encode_to_codelm_s_ids_and_decode_byte_for_byte(runs, vocab):
+  _, vocabulary, texts = vocab
+  tokenizer = runs["mini", "random"][3]
+  checked = 0
+  for language in LANGUAGES:
+    for i, text in enumerate(texts[language.name]):
+      # Each probe spliced into the file, inside a comment-like line, and alone.
+      samples = [text] + [text[:len(text) // 2] + probe + text[len(text) // 2:] for probe in PROBES[i::4]]
+      for sample in samples:
+        ids = list(vocabulary.encode(sample))
+        assert _same_ids(vocabulary, tokenizer(sample, add_special_tokens=False).input_ids, ids, sample), sample
+        decoded = tokenizer.decode(ids)
+        assert decoded == vocabulary.decode(ids)
+        if "▁" not in sample:  # a literal U+2581 decodes as a space, in codelm too (data/vocab.py)
+          assert decoded == sample
+        checked += 1
+  for probe in PROBES:
+    assert _same_ids(vocabulary, tokenizer(probe, add_special_tokens=False).input_ids,
+                     list(vocabulary.encode(probe)), probe), probe
+  listed = " " * 12 + "\t" * 4  # the longest listed runs: one piece each
+  assert tokenizer(listed).input_ids[1:] == list(vocabulary.encode(listed)) and len(vocabulary.encode(listed)) == 2
+  specials = set(tokenizer.all_special_ids)
+  assert not specials & {i for p in PROBES for i in vocabulary.encode(p) if p != "<0x41>"}
+  byte_ids = vocabulary.encode("\U0001F980")  # outside the pieces: its four UTF-8 bytes
+  assert [vocabulary.tokenizer.id_to_piece(i) for i in byte_ids] == ["<0xF0>", "<0x9F>", "<0xA6>", "<0x80>"]
+  assert checked > 14 * 4
+
+
+def test_a_vocabulary_lacking_the_characters_of_special_pieces_still_matches(tmp_path):
+  """code_corpus's vocabulary (Python and Go) has no piece for '<' or '[': the text "<0x41>" or
+  "[code]" is bytes and ordinary pieces in codelm, never the byte piece or the marker."""
+  vocab_path, vocabulary = code_corpus.build(str(tmp_path))
+  built, _ = hf_tokenizer.build(vocabulary.sp_model, 128)
+  built.encode_special_tokens = True
+  for text in PROBES + ["x<0x41>y", "[code]<0xFF>", "def getName_0(x, y):\n    return x * 0 + y  # getName\n"]:
+    assert _same_ids(vocabulary, built.encode(text, add_special_tokens=False).ids, list(vocabulary.encode(text)), text)
+  assert "<" not in {vocabulary.tokenizer.id_to_piece(i) for i in range(vocabulary.vocab_size)}
+
+
+def test_a_lora_run_exports_its_merged_parameters(runs, vocab, tmp_path):
+  vocab_path, vocabulary, texts = vocab
+  model, base_params, _, _, base_run, _ = runs["tiny", "trained"]
+  lora_config = lora.LoraConfig(targets=("query", "key", "value", "out", "gate", "up", "down"))
+  adapters = lora.init_adapters(Decoder(model.config, lora=lora_config), jax.random.key(2))
+  keys = iter(jax.random.split(jax.random.key(3), 100))
+  adapters = jax.tree_util.tree_map_with_path(  # B is zero at init: give it values, as training would
+      lambda path, x: 0.05 * jax.random.normal(next(keys), x.shape) if str(path[-1].key).endswith("_b") else x,
+      adapters)
+  record = {"lora": {**lora_config.__dict__, "targets": list(lora_config.targets)},
+            "base_checkpoints": os.path.join(base_run, "checkpoints"), "base_step": 20}
+  run = _write_run(str(tmp_path / "lora"), model.config, vocab_path, adapters, 5, adapters=record)
+  exported, _ = _export(run, tmp_path / "lora_hf")
+  merged = lora.merge(base_params, adapters, lora_config)
+  expected = cohere.cohere_weights(merged, model.config)
+  state = exported.state_dict()
+  for name, array in expected.items():
+    np.testing.assert_allclose(state[name].numpy(), array, atol=1e-6, err_msg=name)
+  assert np.abs(expected["model.layers.0.self_attn.q_proj.weight"]
+                - cohere.cohere_weights(base_params, model.config)["model.layers.0.self_attn.q_proj.weight"]).max() > 1e-3
+  _logits_match(model, merged, exported, _sequences(vocabulary, texts, model.config.vocab_size))
+  assert "LoRA run, exported merged" in (tmp_path / "lora_hf" / "README.md").read_text()
+
+
+def test_heads_wider_than_d_model_export_with_head_dim_and_are_refused_where_transformers_ignores_it(
+    vocab, tmp_path, monkeypatch, capsys):
+  """PaLM's 2b and 4b shapes: heads x 256 != d_model. transformers' Cohere reads config.head_dim; one that
+  did not (simulated: the field left out) would build other shapes, and the export refuses."""
+  vocab_path, vocabulary, texts = vocab
+  config = get_config("tiny", vocab_size=vocabulary.vocab_size, head_dim=64, max_length=256)
+  assert config.attention_dim != config.d_model
+  model = Decoder(config)
+  params = nn.unbox(init_params(model, jax.random.key(4)))
+  run = _write_run(str(tmp_path / "wide"), config, vocab_path, params, 1)
+  exported, _ = _export(run, tmp_path / "wide_hf")
+  _logits_match(model, params, exported, _sequences(vocabulary, texts, config.vocab_size))
+  assert "cannot load this model" in (tmp_path / "wide_hf" / "README.md").read_text()
+
+  fields = cohere.config_fields
+  monkeypatch.setattr(cohere, "config_fields", lambda *a: {k: v for k, v in fields(*a).items() if k != "head_dim"})
+  output = tmp_path / "ignored_hf"
+  with pytest.raises(SystemExit) as exit_:
+    hf.main(["--checkpoint", run, "--output", str(output)])
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and "the installed transformers builds other shapes" in err and "q_proj" in err, err
+  assert not output.exists() and not list(tmp_path.glob(".ignored_hf*"))
+
+
+def _refused(capsys, *argv):
+  with pytest.raises(SystemExit) as exit_:
+    hf.main(list(argv))
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and "Traceback" not in err, err
+  return err
+
+
+def test_refusals_and_bad_input_name_the_path_and_write_nothing(runs, vocab, tmp_path, capsys, monkeypatch):
+  vocab_path, vocabulary, _ = vocab
+  # A model with fewer embedding rows than its vocabulary has ids: Cohere cannot express it exactly.
+  small = get_config("tiny", vocab_size=vocabulary.vocab_size - 100, max_length=64)
+  params = nn.unbox(init_params(Decoder(small), jax.random.key(5)))
+  run = _write_run(str(tmp_path / "small"), small, vocab_path, params, 1)
+  output = tmp_path / "out"
+  err = _refused(capsys, "--checkpoint", run, "--output", str(output))
+  assert "cannot be exported as CohereForCausalLM exactly" in err and "embedding rows" in err
+  assert not output.exists() and not list(tmp_path.glob(".out*"))
+
+  # No checkpoint: a run folder without one, a step that is not there, a folder that is no run.
+  trained = runs["tiny", "trained"][4]
+  empty = tmp_path / "empty_run"
+  empty.mkdir()
+  (empty / "run.json").write_text(open(os.path.join(trained, "run.json")).read())
+  err = _refused(capsys, "--checkpoint", str(empty), "--output", str(output))
+  assert f"--checkpoint: no checkpoint in {empty}" in err
+  err = _refused(capsys, "--checkpoint", os.path.join(trained, "checkpoints", "7"), "--output", str(output))
+  assert "--checkpoint: no checkpoint 7 in" in err and "have [20]" in err
+  err = _refused(capsys, "--checkpoint", str(tmp_path / "nowhere"), "--output", str(output))
+  assert f"--checkpoint: {tmp_path / 'nowhere'}/run.json not found" in err
+  assert not output.exists() and sorted(os.listdir(empty)) == ["run.json"]
+
+  # An output that holds something is left as it is.
+  output.mkdir()
+  (output / "keep.txt").write_text("mine")
+  err = _refused(capsys, "--checkpoint", trained, "--output", str(output))
+  assert f"--output: {output} exists and is not an empty folder" in err
+  assert os.listdir(output) == ["keep.txt"]
+  err = _refused(capsys, "--checkpoint", trained, "--output", str(tmp_path / "x"), "--max_shard_size", "lots")
+  assert "--max_shard_size must be a positive size" in err
+
+  # Without the hf extra: exit 2 naming it, before anything is read.
+  monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` raises ImportError
+  err = _refused(capsys, "--checkpoint", trained, "--output", str(tmp_path / "y"))
+  assert "pip install -e .[hf]" in err and not (tmp_path / "y").exists()
+
+
+def test_codelm_imports_without_the_hf_extra():
+  """No module imports transformers, torch, safetensors or tokenizers at module level: only export's
+  functions do, once `python -m export.hf` runs."""
+  import ast
+
+  from test_imports import project_modules
+
+  optional = {"transformers", "torch", "safetensors", "tokenizers"}
+  for name, path in project_modules().items():
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in tree.body:
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+               else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+      assert not {n.partition(".")[0] for n in names} & optional, (name, names)
