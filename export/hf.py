@@ -90,6 +90,8 @@ def generation_settings(special: dict[str, int]) -> dict:
 def _torch_tensor(array: np.ndarray):
   import torch
 
+  if not array.flags.writeable:  # a host copy jax still owns: torch wants its own
+    array = array.copy()
   if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: the same bits, as torch's
     return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
   return torch.from_numpy(array)
@@ -185,6 +187,11 @@ def build_files(checkpoint: str, folder: str, max_shard_bytes: int) -> tuple[int
 def _publish(folder: str, output: str, files: list[str]) -> None:
   """The finished export at `output`: a rename beside it (local), or a copy with config.json last."""
   if not storage.is_url(output):
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in files:  # mkdtemp's folder and safetensors' files are private (0700, 0600): as any other output
+      os.chmod(os.path.join(folder, name), 0o666 & ~umask)
+    os.chmod(folder, 0o777 & ~umask)
     os.replace(folder, output)  # replaces an empty folder; a non-empty one was refused before
     return
   order = sorted(files, key=lambda name: name == "config.json")  # its presence means the rest is there

@@ -265,6 +265,7 @@ def test_config_generation_config_and_card_say_what_the_run_is(runs, vocab):
   loaded = GenerationConfig.from_pretrained(str(folder))
   assert (loaded.temperature, loaded.top_p, loaded.top_k) == (0.8, 0.95, 0)
   # Sharded above --max_shard_size (1MB): several files and their index, which transformers loaded.
+  assert all(os.stat(p).st_mode & 0o044 == 0o044 for p in [folder, *folder.iterdir()])  # not private to us
   shards = sorted(p.name for p in folder.glob("model-*.safetensors"))
   assert len(shards) > 1 and (folder / "model.safetensors.index.json").exists()
   assert not (folder / "model.safetensors").exists()
@@ -365,6 +366,23 @@ def test_heads_wider_than_d_model_export_with_head_dim_and_are_refused_where_tra
   err = capsys.readouterr().err
   assert exit_.value.code == 2 and "the installed transformers builds other shapes" in err and "q_proj" in err, err
   assert not output.exists() and not list(tmp_path.glob(".ignored_hf*"))
+
+
+def test_a_bucket_output_gets_the_same_files_through_storage(runs):
+  """A URL output (ram:// standing in for gs://) is written through storage.py, file by file."""
+  import storage
+
+  _, _, _, _, run, local = runs["tiny", "trained"]
+  url = "ram://export_hf_test/out"
+  assert hf.main(["--checkpoint", run, "--output", url, "--max_shard_size", "1MB"]) == 0
+  try:
+    names = sorted(os.listdir(local))
+    assert sorted(storage.listdir(url)) == names
+    for name in names:
+      assert storage.read_bytes(storage.join(url, name)) == (local / name).read_bytes(), name
+  finally:  # ram:// has files only, no folders to remove
+    for name in storage.listdir(url):
+      storage.remove(storage.join(url, name))
 
 
 def _refused(capsys, *argv):
