@@ -432,6 +432,41 @@ def test_refusals_and_bad_input_name_the_path_and_write_nothing(runs, vocab, tmp
   assert "pip install -e .[hf]" in err and not (tmp_path / "y").exists()
 
 
+def test_what_a_cohere_checkpoint_cannot_hold_is_refused_and_bf16_weights_keep_their_bits(vocab, tmp_path):
+  _, vocabulary, _ = vocab
+  config = get_config("tiny", vocab_size=vocabulary.vocab_size)
+  assert cohere.unsupported(config, vocabulary.vocab_size) == []
+  assert "parameters are float64" in cohere.unsupported(config.replace(param_dtype="float64"), 640)[0]
+  assert "embedding rows" in cohere.unsupported(config, config.vocab_size + 1)[0]
+  from safetensors.torch import load_file
+
+  weights = {"w": np.asarray(jax.random.normal(jax.random.key(6), (3, 5)), jnp.bfloat16)}
+  hf.write_weights(str(tmp_path), weights, 1 << 20)
+  loaded = load_file(str(tmp_path / "model.safetensors"))["w"]
+  assert loaded.dtype == torch.bfloat16
+  np.testing.assert_array_equal(loaded.view(torch.uint16).numpy(), weights["w"].view(np.uint16))
+
+
+def test_a_vocabulary_of_another_kind_is_refused(vocab):
+  """Only data/vocab.py's kind of SentencePiece model has an exact fast tokenizer here."""
+  from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+  _, vocabulary, _ = vocab
+  changes = {"normalises text": lambda m: setattr(m.normalizer_spec, "add_dummy_prefix", True),
+             "no byte fallback": lambda m: setattr(m.trainer_spec, "byte_fallback", False),
+             "only unigram": lambda m: setattr(m.trainer_spec, "model_type", model_pb2.TrainerSpec.BPE),
+             "which have no piece of their own": lambda m: setattr(m.pieces[_single(m, "x")], "piece", "\u2603\u2603")}
+  for message, change in changes.items():
+    model = model_pb2.ModelProto.FromString(vocabulary.sp_model)
+    change(model)
+    with pytest.raises(ValueError, match=message):
+      hf_tokenizer.build(model.SerializeToString(), 128)
+
+
+def _single(model, char):
+  return next(i for i, p in enumerate(model.pieces) if p.piece == char)
+
+
 def test_codelm_imports_without_the_hf_extra():
   """No module imports transformers, torch, safetensors or tokenizers at module level: only export's
   functions do, once `python -m export.hf` runs."""
