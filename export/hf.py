@@ -228,7 +228,7 @@ def export(checkpoint: str, output: str, max_shard_bytes: int = parse_size(DEFAU
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m export.hf", description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(prog="python -m export.hf", description=__doc__.split("\n\n")[0].replace("\n", " "))
   parser.add_argument("--checkpoint", required=True, help="MODEL_DIR of a train.py run, or MODEL_DIR/checkpoints/STEP")
   parser.add_argument("--output", required=True, help="folder to write (must not exist, or be empty); local or gs://")
   parser.add_argument("--max_shard_size", default=DEFAULT_MAX_SHARD_SIZE,
