@@ -79,9 +79,9 @@ def model_card(*, source: str, step: int, config: ModelConfig, vocab_path: str, 
       "`add_special_tokens=False`; a completion ends at `[eod]` (or `</s>`). Text that spells `[code]` or "
       "another special token is ordinary text (`split_special_tokens`; with the `tokenizers` library alone, "
       "set `encode_special_tokens = True`).", "",
-      "The tokenizer gives codelm's ids for any text, except that a whitespace run longer than 12 spaces "
-      "(or 4 tabs) may be split into other run pieces than codelm's SentencePiece picks (same text, same "
-      "number of tokens; see export/tokenizer.py).", "",
+      "The tokenizer gives codelm's ids, except that a whitespace run longer than 12 spaces (or 4 tabs) "
+      "may be split into other run pieces than codelm's SentencePiece picks (same text; see "
+      "export/tokenizer.py): on real source files about 0.65% of ids differ, almost all inside such runs.", "",
       f"Sampling defaults (generation_config.json, the paper's): {sampling}.",
   ]
   if notes:

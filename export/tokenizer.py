@@ -5,9 +5,9 @@ byte fallback, split digits, whitespace runs as user-defined pieces, special tok
 control pieces). SentencePiece encodes by the best-scoring path of pieces over the text (Viterbi);
 `tokenizers`' Unigram model does the same over the same scores, and these are the differences, each
 closed here:
-- User-defined pieces score `length * max_score - 0.1` at encode time (unigram_model.cc: "user defined
-  symbol receives extra bonus to always be selected"; about -0.1, see `_encode_time_scores`), not their
-  stored 0: they get that score.
+- User-defined pieces score `0.1 * (length - 1)` (UTF-8 bytes) at encode time (SentencePiece 0.2's
+  bonus so that they are "always selected"; see `_encode_time_scores`), not their stored 0: they get
+  that score.
 - Control, unknown and byte pieces are not in SentencePiece's matcher, so text never produces them
   ("[code]" in a source file stays ordinary pieces); Unigram matches every string of its vocabulary.
   They get a score below any path of ordinary pieces over as many characters, so none is ever chosen
@@ -18,11 +18,14 @@ closed here:
   puts no piece across such a character, so the split changes nothing else.
 - Spaces are written U+2581 in pieces (SentencePiece's whitespace escaping): the normaliser does it,
   the decoder undoes it; byte pieces decode to their bytes (ByteFallback, Fuse).
-One difference is left, and said in the model card: a whitespace run longer than the longest listed
-run (12 spaces, 4 tabs) takes several run pieces, and which split SentencePiece picks among the equally
-scored ones (e.g. 30 spaces as 8 + 12 + 10 or 6 + 12 + 12) falls out of float32 rounding of its path
-scores, so it depends on the text before the run; Unigram here takes the first. The text and the
-number of ids are the same; the ids of such a run may be another split of it.
+What is left, and said in the model card: a whitespace run longer than the longest listed run (12
+spaces, 4 tabs) takes several run pieces, and all splits into the fewest pieces score the same; which
+one SentencePiece picks (e.g. 30 spaces as 8 + 12 + 10, or 10 + 10 + 10 after an "x") falls out of
+float32 rounding of its running path score, so it depends on the text before the run, and Unigram here
+(f64, no context) may pick another: same text, same number of ids, other run pieces. The same rounding
+can, rarely, flip a near-tie elsewhere. Measured on 582 source files of this machine (Python's standard
+library, Go's sources, C++ headers, JavaScript; the `make demo` vocabulary; bench/hf_tokenizer_agreement.py):
+279 files equal, 0.65% of ids differ, and all differing files but one have such a run.
 Special tokens ([code], [eod], the UL2 mode tokens, the sentinels, <pad>, </s>, <unk>) are registered
 as such with `split_special_tokens`, so transformers keeps text that spells them as ordinary pieces
 (the `tokenizers` library alone does not store that switch: its users pass encode_special_tokens).
@@ -61,14 +64,14 @@ class ExportedTokenizer:
 def _encode_time_scores(model) -> list[float]:
   """Each piece's score as SentencePiece's encoder uses it (user-defined pieces get their bonus; the
   pieces it never matches get `unmatched`, see the module docstring)."""
-  # unigram_model.cc: max_score_ starts at FLT_MIN (the smallest positive float) and rises only to a
-  # higher NORMAL score, so with log-probability scores a user-defined piece scores about -0.1; its
-  # length is counted in UTF-8 bytes there.
-  max_score = max([np.finfo(np.float32).tiny] + [np.float32(p.score) for p in model.pieces if p.type == _PIECE.NORMAL])
+  # SentencePiece 0.2's Model::GetUserDefinedScore: 0.1 * (length - 1), the length in UTF-8 bytes (a
+  # space is U+2581, 3 bytes: n spaces score 0.3 n - 0.1). Measured on the installed encoder: a run of n
+  # >= 3 spaces before a word takes the word's "▁w" piece exactly when s(▁w) - s(w) exceeds 0.3, and
+  # two spaces exactly when it exceeds 0.5 plus the lone "▁"'s cost (tests/test_export_hf.py).
   scores = []
   for piece in model.pieces:
     if piece.type == _PIECE.USER_DEFINED:
-      scores.append(float(np.float32(len(piece.piece.encode("utf-8")) * max_score)) - 0.1)
+      scores.append(float(np.float32(0.1 * (len(piece.piece.encode("utf-8")) - 1))))
     else:
       scores.append(float(np.float32(piece.score)))
   matched = [s for s, p in zip(scores, model.pieces) if p.type in _MATCHED]

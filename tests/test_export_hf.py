@@ -309,6 +309,27 @@ def test_every_language_s_files_encode_to_codelm_s_ids_and_decode_byte_for_byte(
   assert checked > 14 * 4
 
 
+def test_indentation_before_a_word_splits_as_sentencepiece_scores_it(runs, vocab):
+  """A run of spaces (tabs) before a word: SentencePiece takes the whole run as one user-defined piece,
+  or leaves its last space to the word's "▁w" piece, by the run pieces' encode-time bonus (0.1 per UTF-8
+  byte beyond the first). Every word that has both pieces, after 1..12 spaces and 1..4 tabs: the same
+  ids, and both outcomes occur (a wrong bonus, such as a constant one, picks the other for some)."""
+  _, vocabulary, _ = vocab
+  tokenizer = runs["mini", "random"][3]
+  pieces = [vocabulary.tokenizer.id_to_piece(i) for i in range(vocabulary.tokenizer.get_piece_size())]
+  words = [p for p in pieces if p.isalpha() and "\u2581" + p in pieces]
+  assert len(words) >= 10
+  outcomes = set()
+  for word in words:
+    for run in [" " * n for n in range(1, 13)] + ["\t" * n for n in range(1, 5)]:
+      text = run + word + "\n"
+      ids = list(vocabulary.encode(text))
+      assert tokenizer(text, add_special_tokens=False).input_ids == ids, (text, [pieces[i] for i in ids])
+      if run[0] == " " and len(run) > 1:
+        outcomes.add(pieces[ids[-2]].startswith("\u2581"))
+  assert outcomes == {True, False}
+
+
 def test_a_vocabulary_lacking_the_characters_of_special_pieces_still_matches(tmp_path):
   """code_corpus's vocabulary (Python and Go) has no piece for '<' or '[': the text "<0x41>" or
   "[code]" is bytes and ordinary pieces in codelm, never the byte piece or the marker."""
