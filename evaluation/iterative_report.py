@@ -285,6 +285,58 @@ def markdown(metrics: dict, preamble: str) -> str:
   return "\n".join(parts) + (f"\nNotes:\n{notes}" if notes else "")
 
 
+def o1_across_runs(runs: Mapping[str, dict]) -> str:
+  """Table 1's shape over several runs (run folder -> its metrics.json): one run has one m (its
+  --examples), so m varies across runs of the same model and languages. Rows by language, then m."""
+  rows, seen = [], {}
+  for folder, metrics in runs.items():
+    for row in metrics.get("o1", []):
+      key = (row["language"], row["m"], row["subset"])
+      if key in seen:
+        raise ValueError(f"{folder} and {seen[key]} both hold O1 rows for {row['language']} with m = {row['m']}: "
+                         "give one run per m")
+      seen[key] = folder
+      rows.append(row)
+  if not rows:
+    raise ValueError(f"no O1 rows in {', '.join(runs)} (runs of the examples prompt write them)")
+  ks = sorted({int(key[len("pass@"):]) for row in rows for key in row if key.startswith("pass@")})
+  rows.sort(key=lambda row: (row["language"], row["m"], row["subset"] != "all"))
+  return _table(["language", "m", "code", "executions", "samples", *(f"pass@{j}" for j in ks), "share pass@k=0"],
+                ([row["language"], str(row["m"]), row["subset"].replace("_", " "), str(row["executions"]),
+                  str(row["samples"]), *(_number(row[f"pass@{j}"]) if f"pass@{j}" in row else "" for j in ks),
+                  _number(row["share_pass0"])] for row in rows))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """python -m evaluation.iterative_report --runs DIR [DIR ...] [--output FILE]: seed 001's Table 1 (O1
+  by m) from several runs of python -m evaluation.iterative, one per --examples."""
+  import argparse
+  import json
+
+  parser = argparse.ArgumentParser(prog="python -m evaluation.iterative_report", description=main.__doc__)
+  parser.add_argument("--runs", nargs="+", required=True, help="output folders of evaluation.iterative runs")
+  parser.add_argument("--output", default=None, help="also write the table (markdown) to this file")
+  args = parser.parse_args(argv)
+  runs = {}
+  for folder in args.runs:
+    path = storage.join(folder, "metrics.json")
+    if not storage.exists(path):
+      parser.error(f"--runs: {path} not found (has `python -m evaluation.iterative --output {folder}` finished?)")
+    try:
+      runs[folder] = json.loads(storage.read_text(path))
+    except json.JSONDecodeError as error:
+      parser.error(f"--runs: {path} is not JSON: {error}")
+  try:
+    table = o1_across_runs(runs)
+  except ValueError as error:
+    parser.error(f"--runs: {error}")
+  text = "Round 1 against the given examples only, by m (seed 001 RQ1, O1: Table 1)\n\n" + table + "\n"
+  print(text, end="")
+  if args.output:
+    storage.write_atomic(args.output, text)
+  return 0
+
+
 def _plot_rounds(rows: Sequence[dict], path: str, values, ylabel: str, title: str, ylim=None) -> None:
   """A line per language and prompt kind over rounds (dashed: without flagged episodes)."""
   import matplotlib
@@ -327,3 +379,9 @@ def plot_executions(metrics: dict, path: str) -> None:
   """Seed 001's Figure 6: executions (problem x start set) solved after each round, as counts."""
   _plot_rounds(metrics["rows"], path, lambda row: row["executions_by_round"],
                "executions solved (cumulative)", "Executions solved by round (seed 001, Figure 6)")
+
+
+if __name__ == "__main__":
+  import sys
+
+  sys.exit(main())

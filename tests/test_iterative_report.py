@@ -298,3 +298,32 @@ def test_command_line_refuses_a_bad_labels_file_first(tmp_path, capsys, monkeypa
 def test_nan_when_no_execution_has_k_samples():
   metrics = iterative_report.summarize(_episode("examples", "P/0", 0, 0, ["success"]), rounds=1, num_samples=10)
   assert math.isnan(_row(metrics["o1"], subset="all")["pass@10"]) and _row(metrics["o1"], subset="all")["pass@1"] == 1
+
+
+def test_o1_by_m_across_runs_one_table_and_bad_runs_named(tmp_path, capsys):
+  """Table 1's shape: one run per m (its --examples), their O1 rows in one table by language then m."""
+  from evaluation import iterative_report
+
+  def run(name, m, p1, share):
+    folder = tmp_path / name
+    folder.mkdir()
+    rows = [{"language": "python", "m": m, "subset": subset, "executions": 5, "samples": 20, "flagged": 0,
+             "pass@1": p1 / (2 if subset != "all" else 1), "pass@4": min(1.0, 2 * p1), "share_pass0": share}
+            for subset in ("all", "without_input_matching")]
+    (folder / "metrics.json").write_text(json.dumps({"k": 4, "o1": rows}))
+    return str(folder)
+
+  three, one = run("m3", 3, 0.5, 0.2), run("m1", 1, 0.25, 0.6)
+  out = tmp_path / "o1.md"
+  assert iterative_report.main(["--runs", three, one, "--output", str(out)]) == 0
+  lines = [line for line in out.read_text().splitlines() if line.startswith("| python")]
+  assert lines == ["| python | 1 | all | 5 | 20 | 0.250 | 0.500 | 0.600 |",
+                   "| python | 1 | without input matching | 5 | 20 | 0.125 | 0.500 | 0.600 |",
+                   "| python | 3 | all | 5 | 20 | 0.500 | 1.000 | 0.200 |",
+                   "| python | 3 | without input matching | 5 | 20 | 0.250 | 1.000 | 0.200 |"]
+  assert capsys.readouterr().out.endswith(out.read_text())
+  for argv, words in [([three, run("again", 3, 0.1, 0.0)], "give one run per m"),
+                      ([str(tmp_path / "missing")], "missing/metrics.json not found")]:
+    with pytest.raises(SystemExit) as exit_:
+      iterative_report.main(["--runs", *argv])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err
