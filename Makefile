@@ -44,10 +44,12 @@ $(CUDA_PLUGIN): | $(STAMP)
 	  'jax-cuda12-plugin==$(JAX_VERSION)' 'jax-cuda12-pjrt==$(JAX_VERSION)'
 
 # Two pytest workers: about 22 min on 2 cores where one worker takes 34 (compilers, sandboxes and
-# single-threaded XLA compilation leave the second core idle).
+# single-threaded XLA compilation leave the second core idle). worksteal: an idle worker takes tests
+# queued on the other, and tests/conftest.py starts the modules of the longest tests first, so the run
+# does not end with one worker alone on a two-minute test.
 PYTEST_WORKERS ?= 2
 test: install tpu_compiler gpu_compiler
-	CODELM_REQUIRE_TPU_COMPILER=1 CODELM_REQUIRE_GPU_COMPILER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) tests
+	CODELM_REQUIRE_TPU_COMPILER=1 CODELM_REQUIRE_GPU_COMPILER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
 
 # Compilers and runtimes for scoring predictions in 12 languages (evaluation/languages/), and the
 # sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.
