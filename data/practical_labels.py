@@ -55,7 +55,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from data.practical_tasks import Problem
+from data.practical_tasks import Problem, function_node, is_docstring
 
 LABELS = ("assign", "builtin", "cond", "loop", "str", "list", "multiline", "multipletask", ">threevars",
           "complextask")  # Table 9's order
@@ -179,21 +179,10 @@ def _list_method(tree: ast.Module, facts: _Facts) -> bool:
   return False
 
 
-def _function(tree: ast.Module) -> ast.FunctionDef | ast.AsyncFunctionDef:
-  functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-  if len(functions) != 1:
-    raise ValueError(f"code must hold exactly one top-level function to label, found {len(functions)}")
-  return functions[0]
-
-
 def body_lines(code: str) -> int:
   """Lines of the function's body, blank and comment-only lines and a leading docstring left out."""
-  tree = ast.parse(code)
-  function = _function(tree)
-  body = function.body
-  if (len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-      and isinstance(body[0].value.value, str)):
-    body = body[1:]
+  function = function_node(code)
+  body = function.body[1:] if len(function.body) > 1 and is_docstring(function.body[0]) else function.body
   lines = code.splitlines()[body[0].lineno - 1:function.end_lineno]
   return sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
 
@@ -225,7 +214,7 @@ def labels(code: str) -> tuple[str, ...]:
       "str": _string_operation(tree, facts),
       "list": _list_method(tree, facts),
       "multiline": body_lines(code) > 2,
-      ">threevars": parameters(_function(tree)) > 3,
+      ">threevars": parameters(function_node(code)) > 3,
       "complextask": len(facts.modules) >= 2,
   }
   found["multipletask"] = sum(found.values()) >= 3

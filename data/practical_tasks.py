@@ -79,18 +79,18 @@ class Problem:
   categories: tuple[str, ...]
 
   def __post_init__(self):
-    _function(self.code)  # one top-level function, or a ValueError saying what is wrong
+    function_node(self.code)  # one top-level function, or a ValueError saying what is wrong
 
   @property
   def entry_point(self) -> str:
-    return _function(self.code).name
+    return function_node(self.code).name
 
   def _parts(self) -> tuple[str, str, str]:
     """(import lines, def line(s), body) of the reference code, each with its newlines."""
-    node = _function(self.code)
+    node = function_node(self.code)
     lines = self.code.splitlines(keepends=True)
     body_start = node.body[0].lineno - 1
-    if _is_docstring(node.body[0]) and len(node.body) > 1:
+    if is_docstring(node.body[0]) and len(node.body) > 1:
       body_start = node.body[1].lineno - 1  # a reference docstring would duplicate the prompt's
     first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     header = "".join(lines[:first]).rstrip()
@@ -133,11 +133,12 @@ def docstring(intent: str, indent: str = "    ", width: int = 96) -> str:
   return f'{indent}"""\n{wrapped}\n{indent}"""\n'
 
 
-def _is_docstring(node: ast.stmt) -> bool:
+def is_docstring(node: ast.stmt) -> bool:
   return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
-def _function(code: str) -> ast.FunctionDef:
+def function_node(code: str) -> ast.FunctionDef:
+  """The one top-level function of import lines + a function, or a ValueError saying what is wrong."""
   try:
     tree = ast.parse(code)
   except SyntaxError as e:

@@ -195,11 +195,17 @@ def table(values: dict) -> str:
     return f"| {label} | " + " | ".join(cells) + " |"
 
   lines.append(row("overall", values["overall"]))
-  for kind, packages in (("labels", False), ("packages", True)):
-    rows = [row(label, group) for label, group in values["categories"].items() if is_package(label) == packages]
-    if rows:
-      lines += [f"| *{kind}* |" + " |" * len(COLUMNS), *rows]
+  for kind, groups in labels_then_packages(values["categories"]):
+    lines += [f"| *{kind}* |" + " |" * len(COLUMNS), *(row(label, group) for label, group in groups)]
   return "\n".join(lines)
+
+
+def labels_then_packages(categories: Mapping[str, dict]) -> list[tuple[str, list[tuple[str, dict]]]]:
+  """("labels", [(label, value), ...]) then ("packages", [...]), each kept only when it has any: the
+  order of the paper's Table 5."""
+  kinds = [(kind, [(c, v) for c, v in categories.items() if is_package(c) == packages])
+           for kind, packages in (("labels", False), ("packages", True))]
+  return [(kind, items) for kind, items in kinds if items]
 
 
 # ---- a grid of runs: mean ± std over seeds per train fraction ------------------------------------
@@ -253,11 +259,9 @@ def summary_markdown(summary: dict) -> str:
   header = [f"train {f} (n={len(summary['seeds'][f])})" for f in fractions]
   lines = ["pass@1 (%), mean ± std over seeds (sample std; 0 for one seed)", "",
            "| category | " + " | ".join(header) + " |", "|" + "---|" * (len(header) + 1)]
-  for kind, packages in (("labels", False), ("packages", True)):  # as the paper's Table 5
-    rows = [f"| {label} | " + " | ".join(_cell(row[f]) for f in fractions) + " |"
-            for label, row in summary["categories"].items() if is_package(label) == packages]
-    if rows:
-      lines += [f"| *{kind}* |" + " |" * len(fractions), *rows]
+  for kind, rows in labels_then_packages(summary["categories"]):
+    lines += [f"| *{kind}* |" + " |" * len(fractions),
+              *(f"| {label} | " + " | ".join(_cell(row[f]) for f in fractions) + " |" for label, row in rows)]
   overall = " | ".join(_cell(summary["overall"][f]["pass@1"]) for f in fractions)
   lines.append(f"| **overall** | {overall} |")
   lines += ["", "overall, mean ± std over seeds", "",
