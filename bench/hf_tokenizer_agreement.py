@@ -1,13 +1,15 @@
-"""How often the exported Hugging Face tokenizer (export/tokenizer.py) gives other ids than codelm's
-SentencePiece vocabulary, on real source files.
+"""Whether codelm's encoders and the exported Hugging Face tokenizer (export/tokenizer.py) give the
+same ids, on real source files.
 
   python bench/hf_tokenizer_agreement.py --vocab CORPUS_DIR/spm.model --files 'GLOB' ['GLOB' ...] \\
       [--per_glob 200] [--max_chars 30000] [--output bench/results/hf_tokenizer_agreement.json]
 
-Encodes each file (its first --max_chars characters) both ways and prints the files whose ids are
-equal, the share of ids that differ (aligned with difflib, so one changed split counts its pieces, not
-the rest of the file) and how many differing files have a whitespace run longer than the listed pieces
-(12 spaces, 4 tabs), where the split among equally scored pieces is SentencePiece's float rounding.
+Encodes each file (its first --max_chars characters) with codelm's vocabulary in Python (what the
+sampler and fine-tuning data use), in TensorFlow (SeqIO's training pipeline), with the exported
+tokenizer, and with plain SentencePiece (Python and tf_text) over the whole text, as codelm did before
+it encoded in segments (data/vocab.py, "how codelm encodes"). Prints, for each against codelm's Python
+ids, the files whose ids are equal and the share of ids that differ (aligned with difflib, so one
+changed split counts its pieces, not the rest of the file), and the time each took.
 """
 
 from __future__ import annotations
@@ -17,42 +19,70 @@ import difflib
 import glob
 import json
 import os
-import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import quiet  # noqa: E402
+
+quiet.setup()
+
 import sentencepiece as spm  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text as tf_text  # noqa: E402
 
 import storage  # noqa: E402
+from data import vocab  # noqa: E402
 from export.tokenizer import build  # noqa: E402
 
-LONG_RUN = re.compile(r" {13,}|\t{5,}")
+
+def _differing(ours: list[int], theirs: list[int]) -> int:
+  opcodes = difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_opcodes()
+  return sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in opcodes if op != "equal")
 
 
-def agreement(sp_model: bytes, paths: list[str], max_chars: int) -> dict:
-  tokenizer, _ = build(sp_model, 2048)
-  processor = spm.SentencePieceProcessor(model_proto=sp_model)
-  files = equal = with_long_runs = differ_without_long_run = ids = differing = 0
-  for path in paths:
-    try:
-      text = open(path, encoding="utf-8").read()[:max_chars]
-    except (UnicodeDecodeError, OSError):
-      continue
-    files += 1
-    ours = processor.encode(text)
-    theirs = tokenizer.encode(text, add_special_tokens=False).ids
-    ids += len(ours)
-    with_long_runs += bool(LONG_RUN.search(text))
-    if ours == theirs:
-      equal += 1
-      continue
-    differ_without_long_run += not LONG_RUN.search(text)
-    opcodes = difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_opcodes()
-    differing += sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in opcodes if op != "equal")
-  return {"files": files, "files_equal": equal, "files_with_long_runs": with_long_runs,
-          "files_differing_without_a_long_run": differ_without_long_run, "ids": ids, "ids_differing": differing,
-          "ids_differing_percent": 100 * differing / max(ids, 1)}
+def agreement(vocab_path: str, texts: list[str]) -> dict:
+  vocabulary = vocab.get_vocabulary(vocab_path)
+  hf, _ = build(vocabulary.sp_model, 2048)
+  hf.encode_special_tokens = True  # text spelling "[code]" is text, as transformers' split_special_tokens
+  # Plain SentencePiece over the whole text, on the model as codelm loaded it before segments.
+  as_trained = trained_scores(vocab_path, vocabulary)
+  plain = spm.SentencePieceProcessor(model_proto=as_trained)
+  plain_tf = tf_text.SentencepieceTokenizer(model=as_trained)
+  encoders = {
+      "codelm_tensorflow": lambda ts: [x.numpy().tolist() for x in tf.data.Dataset.from_tensor_slices(ts).map(vocabulary.encode_tf)],
+      "exported_tokenizer": lambda ts: [e.ids for e in hf.encode_batch(ts, add_special_tokens=False)],
+      "plain_sentencepiece_python": lambda ts: [plain.encode(t) for t in ts],
+      "plain_sentencepiece_tf_text": lambda ts: [plain_tf.tokenize(t).numpy().tolist() for t in ts],
+  }
+  nbytes = sum(len(t.encode("utf-8")) for t in texts)
+  start = time.perf_counter()
+  ours = [list(vocabulary.encode(t)) for t in texts]
+  figures = {"files": len(texts), "bytes": nbytes, "ids": sum(map(len, ours)),
+             "codelm_python": {"mb_per_second": nbytes / (time.perf_counter() - start) / 1e6}}
+  for name, encode in encoders.items():
+    start = time.perf_counter()
+    theirs = encode(texts)
+    seconds = time.perf_counter() - start
+    differing = sum(_differing(a, b) for a, b in zip(ours, theirs) if a != b)
+    figures[name] = {"files_equal": sum(a == b for a, b in zip(ours, theirs)), "ids_differing": differing,
+                     "ids_differing_percent": 100 * differing / max(figures["ids"], 1),
+                     "mb_per_second": nbytes / seconds / 1e6}
+  return figures
+
+
+def trained_scores(vocab_path: str, vocabulary) -> bytes:
+  """The vocabulary's model (seqio's sentinels, special pieces as control pieces) with the trained
+  scores and user-defined run pieces: what codelm encoded with before data/vocab.py's segments."""
+  from sentencepiece import sentencepiece_model_pb2
+  piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
+  trained = {p.piece: p for p in sentencepiece_model_pb2.ModelProto.FromString(storage.read_bytes(vocab_path)).pieces}
+  model = sentencepiece_model_pb2.ModelProto.FromString(vocabulary.sp_model)
+  for piece in model.pieces:
+    if piece.piece in trained and piece.type != piece_type.CONTROL:
+      piece.type, piece.score = trained[piece.piece].type, trained[piece.piece].score
+  return model.SerializeToString()
 
 
 def main() -> int:
@@ -65,13 +95,22 @@ def main() -> int:
   args = p.parse_args()
   paths = [path for pattern in args.files
            for path in sorted(f for f in glob.glob(pattern, recursive=True) if os.path.isfile(f))[:args.per_glob]]
-  if not paths:
-    p.error("--files: no file matches")
-  figures = agreement(storage.read_bytes(args.vocab), paths, args.max_chars)
-  print(f"{figures['files']} files: {figures['files_equal']} give codelm's ids exactly; "
-        f"{figures['ids_differing']} of {figures['ids']} ids differ ({figures['ids_differing_percent']:.2f}%); "
-        f"{figures['files_with_long_runs']} files have a whitespace run past the listed pieces; "
-        f"{figures['files_differing_without_a_long_run']} differing files have none")
+  texts = []
+  for path in paths:
+    try:
+      with open(path, encoding="utf-8") as f:
+        texts.append(f.read()[:args.max_chars])
+    except (UnicodeDecodeError, OSError):
+      continue
+  if not texts:
+    p.error("--files: no UTF-8 file matches")
+  figures = agreement(args.vocab, texts)
+  print(f"{figures['files']} files, {figures['bytes']:,} bytes, {figures['ids']:,} ids (codelm, Python: "
+        f"{figures['codelm_python']['mb_per_second']:.1f} MB/s)")
+  for name in ("codelm_tensorflow", "exported_tokenizer", "plain_sentencepiece_python", "plain_sentencepiece_tf_text"):
+    f = figures[name]
+    print(f"  {name:28s} {f['files_equal']:4d} files equal, {f['ids_differing']:6d} ids differ "
+          f"({f['ids_differing_percent']:.3f}%), {f['mb_per_second']:.1f} MB/s")
   if args.output:
     storage.write_atomic(args.output, json.dumps(dict(figures, patterns=args.files, vocab=args.vocab), indent=1))
   return 0

@@ -19,8 +19,9 @@ Options, and why (REFERENCE.md "Vocabulary"):
   " <extra_id_5>" stays ordinary pieces, and only the pipeline inserts those ids (by `piece_to_id`).
   Vocabularies trained before this (special tokens as user-defined pieces) get the same treatment
   when loaded.
-- Runs of 2..12 spaces and 1..4 tabs are `user_defined_symbols`: always one piece, so 12 spaces of
-  indentation are one id. Spaces are written as U+2581, the form they take after SentencePiece's
+- Runs of 2..12 spaces and 1..4 tabs are `user_defined_symbols`: a run is one piece, so 12 spaces of
+  indentation are one id (or 11 and the word's "▁w" piece, where that scores better than "w": see
+  "how codelm encodes" below). Spaces are written as U+2581, the form they take after SentencePiece's
   whitespace escaping; a literal " " symbol would never match. Tabs must be symbols because
   SentencePiece 0.2.2 never learns a tab piece (observed: tab is left out of the alphabet even when
   listed in `required_chars`), so without them every tab is a byte-fallback id.
@@ -31,6 +32,12 @@ Options, and why (REFERENCE.md "Vocabulary"):
   listed runs are the default.
 - `split_digits=True`: numbers are read digit by digit (PaLM).
 - `pad_id=0, eos_id=1, unk_id=2, bos_id=-1`: the ids SeqIO assumes.
+
+Encoding is SentencePiece's, made the same in every encoder (Python, TensorFlow, the Hugging Face
+export): scores rounded to multiples of 2**-9 and the text encoded in segments cut before each blank
+run ("how codelm encodes" below says why; bench/hf_tokenizer_agreement.py measures it). SeqIO caches
+written before this hold the old split of some ties (the order of run pieces): rerun `python -m
+data.tasks` to recache.
 
 Known limits: a literal U+2581 (▁) in the text decodes as a space (SentencePiece's whitespace
 escaping); SentencePiece skips training sentences that contain U+2585 (its UNK mark).
@@ -49,12 +56,15 @@ import hashlib
 import heapq
 import itertools
 import os
+import re
 import tempfile
 from typing import Iterable, Iterator, Sequence
 
 import seqio
 from seqio import vocabularies as seqio_vocabularies
 import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
 
 import storage
 from data import languages, records
@@ -254,22 +264,91 @@ def _sentinel_pieces(extra_ids: int) -> list[str]:
   return [f"{_ESCAPED_SPACE}<extra_id_{i}>" for i in range(extra_ids)]  # as seqio adds them
 
 
+# ---- how codelm encodes ------------------------------------------------------------------------
+# SentencePiece encodes a text by the best-scoring path of pieces (Viterbi). Where two paths tie, the
+# winner is an accident of the implementation, and they tie often in code: runs of one character
+# with pieces of several lengths ("\n\n\n" as "\n" + "\n\n" or "\n\n" + "\n"; 30 spaces as 12+12+6
+# or 10+10+10), and paths within float32 rounding of the score SentencePiece accumulates over the
+# whole text (-30,000 after a few pages: steps of 0.002). And SentencePiece builds disagree on
+# user-defined pieces, which get no stored score but a bonus each build computes (tf_text's: -0.1 for
+# every one; the Python package 0.2's: 0.1 per UTF-8 byte beyond the first), so "    build" was
+# "▁▁▁ ▁build" in training data (SeqIO tokenises with tf_text) but "▁▁▁▁ build" in prompts and
+# fine-tuning data (Python). Measured on 582 real files (bench/hf_tokenizer_agreement.py): the two
+# gave other ids for 428 files, 0.99% of all ids.
+# So codelm's vocabulary is encoded as follows, by every encoder alike (Python, TensorFlow, the
+# Hugging Face export):
+# - Scores are multiples of SCORE_QUANTUM, user-defined pieces (the whitespace runs) ordinary pieces
+#   scoring RUN_PIECE_SCORE, tf_text's bonus, which every run so far was trained on.
+# - The text is encoded in segments: a run of blanks (spaces, tabs) and the characters up to the next
+#   blank, at most SEGMENT_CHARS of each. No piece crosses from a character into a following blank (a
+#   piece holds spaces only at its start, as SentencePiece trains with split_by_whitespace; tab
+#   pieces are tab runs), so these cuts change nothing except within a single word or blank run
+#   longer than SEGMENT_CHARS; rounding moves a score by at most 2**-10, which changes only paths
+#   that nearly tied.
+# In a segment every path score is then a sum that float32 holds exactly (a path over its at most 512
+# characters scores above -15,000 even in byte fallback, about -27 a character; float32 holds
+# multiples of 2**-9 exactly up to 32,768), so ties are exact ties and every encoder breaks them the same way
+# (SentencePiece's and tokenizers' Viterbi keep the first of equal candidates: the path whose last
+# piece starts first).
+SCORE_QUANTUM = 2.0 ** -9
+RUN_PIECE_SCORE = -0.1
+SEGMENT_CHARS = 256
+
+
+def _quantized(score: float) -> float:
+  return round(score / SCORE_QUANTUM) * SCORE_QUANTUM
+
+
 @functools.lru_cache(maxsize=None)
 def _with_control_specials(sp_model: bytes, extra_ids: int) -> bytes:
-  """The serialized model with the special tokens and sentinels typed CONTROL (never matched in text)."""
+  """The serialized model codelm encodes with: the special tokens and sentinels typed CONTROL (never
+  matched in text), user-defined pieces NORMAL scoring RUN_PIECE_SCORE, scores multiples of
+  SCORE_QUANTUM (above)."""
   from sentencepiece import sentencepiece_model_pb2
 
+  piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
   model = sentencepiece_model_pb2.ModelProto.FromString(sp_model)
   special = set(SPECIAL_TOKENS) | set(_sentinel_pieces(extra_ids))
   for piece in model.pieces:
     if piece.piece in special:
-      piece.type = sentencepiece_model_pb2.ModelProto.SentencePiece.CONTROL
+      piece.type = piece_type.CONTROL
+    elif piece.type == piece_type.USER_DEFINED:
+      piece.type, piece.score = piece_type.NORMAL, _quantized(RUN_PIECE_SCORE)
+    else:
+      piece.score = _quantized(piece.score)
   return model.SerializeToString()
 
 
+def check_segment_cuts(sp_model: bytes) -> None:
+  """Raises ValueError when a piece would cross a segment cut (a blank after another character, or a
+  tab beside another character): a vocabulary not trained by this module, which `segment_pattern`
+  would encode otherwise than SentencePiece."""
+  from sentencepiece import sentencepiece_model_pb2
+
+  piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
+  for piece in sentencepiece_model_pb2.ModelProto.FromString(sp_model).pieces:
+    if piece.type not in (piece_type.NORMAL, piece_type.USER_DEFINED):
+      continue  # never matched in text
+    text = piece.piece
+    if re.search(f"[^{_ESCAPED_SPACE}\t][{_ESCAPED_SPACE}\t]", text) or ("\t" in text and set(text) != {"\t"}):
+      raise ValueError(f"piece {text!r} holds a blank after another character or a tab beside one: codelm "
+                       "encodes text in segments cut there (data/vocab.py), so this vocabulary, not trained "
+                       "by `python -m data.vocab`, cannot be used")
+
+
+def segment_pattern(spaces: str = " " + _ESCAPED_SPACE) -> str:
+  """A regex whose successive matches are the segments of a text (they cover it): up to SEGMENT_CHARS
+  blanks and up to SEGMENT_CHARS other characters after them (at least one of the two). No
+  look-ahead: RE2 (TensorFlow), Python's re and Oniguruma (Hugging Face tokenizers, which sees spaces
+  as U+2581, `spaces="\u2581"`) find the same segments."""
+  blank, n = f"[{spaces}\\t]", SEGMENT_CHARS
+  return f"{blank}{{0,{n}}}[^{spaces}\\t]{{1,{n}}}|{blank}{{1,{n}}}"
+
+
 class CodeVocabulary(seqio.SentencePieceVocabulary):
-  """seqio's SentencePiece vocabulary whose special pieces are text-proof (see the module docstring);
-  `decode` still shows them as their markers."""
+  """seqio's SentencePiece vocabulary whose special pieces are text-proof (see the module docstring)
+  and which encodes segment by segment (above), in Python and in TensorFlow alike; `decode` still
+  shows special pieces as their markers."""
 
   def _model_context(self):
     if self._model is None:
@@ -279,6 +358,24 @@ class CodeVocabulary(seqio.SentencePieceVocabulary):
       tokenizer.LoadFromSerializedProto(sp_model)
       self._model = seqio_vocabularies._ModelContext(tokenizer=tokenizer, sp_model=sp_model)
     return self._model
+
+  @functools.cached_property
+  def _segment_regex(self) -> re.Pattern:
+    check_segment_cuts(self.sp_model)
+    return re.compile(segment_pattern())
+
+  def _encode(self, s):
+    segments = self._segment_regex.findall(s)
+    return [i for ids in self.tokenizer.EncodeAsIds(segments) for i in ids] if segments else []
+
+  def _encode_tf(self, s):
+    # Segments as a ragged dimension, encoded at once, then flattened back. regex_split gives a
+    # scalar's segments as one row: [1, segments].
+    s = tf.convert_to_tensor(s, tf.string)
+    pattern = self._segment_regex.pattern
+    segments = tf_text.regex_split(s, pattern, pattern)
+    ids = self.tf_tokenizer.tokenize(segments).merge_dims(-2, -1)
+    return ids[0] if s.shape.rank == 0 else ids
 
   def _decode(self, ids):
     # Control pieces decode to nothing: show each special id as its marker ("[eod]", " <extra_id_0>").

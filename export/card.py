@@ -79,9 +79,10 @@ def model_card(*, source: str, step: int, config: ModelConfig, vocab_path: str, 
       "`add_special_tokens=False`; a completion ends at `[eod]` (or `</s>`). Text that spells `[code]` or "
       "another special token is ordinary text (`split_special_tokens`; with the `tokenizers` library alone, "
       "set `encode_special_tokens = True`).", "",
-      "The tokenizer gives codelm's ids, except that a whitespace run longer than 12 spaces (or 4 tabs) "
-      "may be split into other run pieces than codelm's SentencePiece picks (same text; see "
-      "export/tokenizer.py): on real source files about 0.65% of ids differ, almost all inside such runs.", "",
+      "The tokenizer gives codelm's ids (the ids of its training pipeline and sampler): codelm encodes "
+      "its SentencePiece vocabulary in segments with scores every encoder sums exactly, and the tokenizer "
+      "does the same (export/tokenizer.py). Plain SentencePiece on the vocabulary file gives other ids "
+      "where pieces tie (about 0.4-0.7% of ids on real source files).", "",
       f"Sampling defaults (generation_config.json, the paper's): {sampling}.",
   ]
   if notes:

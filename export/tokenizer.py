@@ -1,13 +1,13 @@
 """The run's SentencePiece vocabulary as a Hugging Face fast tokenizer: the same ids for every text.
 
 data/vocab.py's vocabulary is a unigram SentencePiece model (identity normalisation, no dummy prefix,
-byte fallback, split digits, whitespace runs as user-defined pieces, special tokens and sentinels as
-control pieces). SentencePiece encodes by the best-scoring path of pieces over the text (Viterbi);
-`tokenizers`' Unigram model does the same over the same scores, and these are the differences, each
-closed here:
-- User-defined pieces score `0.1 * (length - 1)` (UTF-8 bytes) at encode time (SentencePiece 0.2's
-  bonus so that they are "always selected"; see `_encode_time_scores`), not their stored 0: they get
-  that score.
+byte fallback, split digits, whitespace runs as pieces, special tokens and sentinels as control
+pieces) that codelm encodes in a way every implementation agrees on (data/vocab.py, "how codelm
+encodes"): scores that are multiples of 2**-9, the text cut into segments of blanks and the word after
+them, each segment a Viterbi whose scores float32 sums exactly, so ties are exact and broken alike.
+`tokenizers`' Unigram model does the same Viterbi (in float64, exact here too) over the same scores,
+with these differences, each closed here:
+- The segments: a Split pre-tokenizer with data/vocab.py's own segment pattern (spaces as U+2581).
 - Control, unknown and byte pieces are not in SentencePiece's matcher, so text never produces them
   ("[code]" in a source file stays ordinary pieces); Unigram matches every string of its vocabulary.
   They get a score below any path of ordinary pieces over as many characters, so none is ever chosen
@@ -18,14 +18,8 @@ closed here:
   puts no piece across such a character, so the split changes nothing else.
 - Spaces are written U+2581 in pieces (SentencePiece's whitespace escaping): the normaliser does it,
   the decoder undoes it; byte pieces decode to their bytes (ByteFallback, Fuse).
-What is left, and said in the model card: a whitespace run longer than the longest listed run (12
-spaces, 4 tabs) takes several run pieces, and all splits into the fewest pieces score the same; which
-one SentencePiece picks (e.g. 30 spaces as 8 + 12 + 10, or 10 + 10 + 10 after an "x") falls out of
-float32 rounding of its running path score, so it depends on the text before the run, and Unigram here
-(f64, no context) may pick another: same text, same number of ids, other run pieces. The same rounding
-can, rarely, flip a near-tie elsewhere. Measured on 582 source files of this machine (Python's standard
-library, Go's sources, C++ headers, JavaScript; the `make demo` vocabulary; bench/hf_tokenizer_agreement.py):
-279 files equal, 0.65% of ids differ, and all differing files but one have such a run.
+Measured on 582 source files of this machine (Python's standard library, Go's sources, C++ headers,
+JavaScript; the `make demo` vocabulary; bench/hf_tokenizer_agreement.py): every file gives codelm's ids.
 Special tokens ([code], [eod], the UL2 mode tokens, the sentinels, <pad>, </s>, <unk>) are registered
 as such with `split_special_tokens`, so transformers keeps text that spells them as ordinary pieces
 (the `tokenizers` library alone does not store that switch: its users pass encode_special_tokens).
@@ -40,6 +34,7 @@ import json
 import numpy as np
 from sentencepiece import sentencepiece_model_pb2
 
+from data import vocab
 from data.vocab import CODE_TOKEN, EOD_TOKEN
 
 _PIECE = sentencepiece_model_pb2.ModelProto.SentencePiece
@@ -62,23 +57,19 @@ class ExportedTokenizer:
 
 
 def _encode_time_scores(model) -> list[float]:
-  """Each piece's score as SentencePiece's encoder uses it (user-defined pieces get their bonus; the
-  pieces it never matches get `unmatched`, see the module docstring)."""
-  # SentencePiece 0.2's Model::GetUserDefinedScore: 0.1 * (length - 1), the length in UTF-8 bytes (a
-  # space is U+2581, 3 bytes: n spaces score 0.3 n - 0.1). Measured on the installed encoder: a run of n
-  # >= 3 spaces before a word takes the word's "▁w" piece exactly when s(▁w) - s(w) exceeds 0.3, and
-  # two spaces exactly when it exceeds 0.5 plus the lone "▁"'s cost (tests/test_export_hf.py).
-  scores = []
-  for piece in model.pieces:
-    if piece.type == _PIECE.USER_DEFINED:
-      scores.append(float(np.float32(0.1 * (len(piece.piece.encode("utf-8")) - 1))))
-    else:
-      scores.append(float(np.float32(piece.score)))
+  """Each piece's score as codelm encodes with it; the pieces SentencePiece never matches get
+  `unmatched` (see the module docstring)."""
+  scores = [float(np.float32(piece.score)) for piece in model.pieces]
+  for piece, score in zip(model.pieces, scores):
+    if piece.type == _PIECE.USER_DEFINED or (piece.type == _PIECE.NORMAL and score % vocab.SCORE_QUANTUM):
+      raise ValueError(f"piece {piece.piece!r} is user-defined or scores {score!r}, not a multiple of "
+                       f"{vocab.SCORE_QUANTUM}: export the model codelm encodes with (the vocabulary's "
+                       "sp_model, data.vocab.get_vocabulary(path).sp_model), not the .model file")
   matched = [s for s, p in zip(scores, model.pieces) if p.type in _MATCHED]
   lowest = min(min(matched, default=0.0), -1.0)
   longest = max((len(p.piece) for p in model.pieces if p.type not in _MATCHED), default=1)
   # Below any path over `longest` characters of ordinary pieces, each scoring at least `lowest`.
-  unmatched = (longest + 1) * lowest - 1.0
+  unmatched = float(np.floor((longest + 1) * lowest - 1.0))
   return [s if p.type in _MATCHED else unmatched for s, p in zip(scores, model.pieces)]
 
 
@@ -127,7 +118,10 @@ def build(sp_model: bytes, model_max_length: int):
   tokenizer = Tokenizer(models.Unigram(list(zip(pieces, _encode_time_scores(model))), unk_id=unk_id,
                                        byte_fallback=True))
   tokenizer.normalizer = normalizers.Replace(" ", _ESCAPED_SPACE)
-  tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(_outside(_alphabet(model))), behavior="isolated")
+  vocab.check_segment_cuts(sp_model)
+  tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+      pre_tokenizers.Split(Regex(vocab.segment_pattern(spaces=_ESCAPED_SPACE)), behavior="isolated"),
+      pre_tokenizers.Split(Regex(_outside(_alphabet(model))), behavior="isolated")])
   tokenizer.decoder = decoders.Sequence([decoders.Replace(_ESCAPED_SPACE, " "), decoders.ByteFallback(),
                                          decoders.Fuse()])
   special = [p.piece for p in model.pieces if p.type in (_PIECE.CONTROL, _PIECE.UNKNOWN)]
