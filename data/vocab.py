@@ -369,13 +369,21 @@ class CodeVocabulary(seqio.SentencePieceVocabulary):
     return [i for ids in self.tokenizer.EncodeAsIds(segments) for i in ids] if segments else []
 
   def _encode_tf(self, s):
-    # Segments as a ragged dimension, encoded at once, then flattened back. regex_split gives a
-    # scalar's segments as one row: [1, segments].
+    """A string's ids (SeqIO maps scalars), or a RaggedTensor of them for a batch of strings."""
     s = tf.convert_to_tensor(s, tf.string)
+    if s.shape.rank == 0:
+      return self._encode_string_tf(s)
+    if s.shape.rank == 1:
+      return tf.map_fn(self._encode_string_tf, s, fn_output_signature=tf.RaggedTensorSpec([None], tf.int32))
+    raise ValueError(f"encode_tf takes a string or a vector of strings, got shape {s.shape}")
+
+  def _encode_string_tf(self, s):
+    # tf_text's regex ops stop at a NUL character: the segments' byte offsets come from a copy with
+    # NUL written as another non-blank byte, and the text itself is cut there.
     pattern = self._segment_regex.pattern
-    segments = tf_text.regex_split(s, pattern, pattern)
-    ids = self.tf_tokenizer.tokenize(segments).merge_dims(-2, -1)
-    return ids[0] if s.shape.rank == 0 else ids
+    _, begins, ends = tf_text.regex_split_with_offsets(tf.strings.regex_replace(s, "\\x00", "\x01"), pattern, pattern)
+    segments = tf.strings.substr(s, begins[0], ends[0] - begins[0])  # [1, segments] for a scalar
+    return self.tf_tokenizer.tokenize(segments).flat_values
 
   def _decode(self, ids):
     # Control pieces decode to nothing: show each special id as its marker ("[eod]", " <extra_id_0>").
