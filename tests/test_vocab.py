@@ -277,9 +277,11 @@ def _tie_text(rng: random.Random, corpus: str, length: int) -> str:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(TIE_CHUNKS, max_size=12).map("".join))
+@example("\x00 a\x00")
 def test_segments_cover_the_text_and_are_cut_only_before_a_blank_run(text):
   segments = re.findall(vocab.segment_pattern(), text)
   assert "".join(segments) == text
+  assert [s.decode("utf-8") for s in vocab.segments_tf(text).numpy().tolist()] == segments  # TensorFlow's
   n = vocab.SEGMENT_CHARS
   for before, segment in zip(segments, segments[1:]):
     blanks = len(before) - len(before.lstrip(BLANKS))
