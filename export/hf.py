@@ -9,7 +9,9 @@ special_tokens_map.json, generation_config.json and README.md. A LoRA run is exp
 base (sampling/restore.py restores it as sample.py does). A model the Cohere architecture cannot
 express exactly is refused with the reason, before anything is written. DIR must not exist or be
 empty; everything is written into a temporary folder beside it (a local one for a bucket) and then
-renamed (copied, for a bucket, config.json last), so DIR holds a whole export or nothing.
+renamed (copied, for a bucket, config.json last), so DIR holds a whole export or nothing. The
+temporary folder of an export that was killed (named after its host and process) is removed by the
+next export to DIR on that host.
 Needs the `hf` extra (`pip install -e .[hf]`: transformers, CPU torch, safetensors); codelm's core
 does not. Nothing is fetched from the Hugging Face Hub (HF_HUB_OFFLINE).
 """
@@ -27,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -207,6 +210,32 @@ def _publish(folder: str, output: str, files: list[str]) -> None:
     raise
 
 
+def _temporary_prefix(output: str) -> str:
+  """Temporary folders of exports to `output` from this host: `.NAME.tmp-HOST-PID-` and a random part."""
+  return f".{os.path.basename(output.rstrip('/'))}.tmp-{socket.gethostname()}-"
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's live process
+    return True
+  return True
+
+
+def _remove_killed_exports(parent: str, output: str) -> None:
+  """Removes the temporary folders that exports to `output` from this host left when killed (their
+  process is gone); another host's, or a running export's, are left alone."""
+  prefix = _temporary_prefix(output)
+  for name in os.listdir(parent):
+    pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
+    if pid.isdigit() and not _alive(int(pid)):
+      shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+      print(f"removed {os.path.join(parent, name)}, left by an export that was killed", flush=True)
+
+
 def export(checkpoint: str, output: str, max_shard_bytes: int = parse_size(DEFAULT_MAX_SHARD_SIZE)) -> Exported:
   """The run's checkpoint (newest good one, or …/checkpoints/STEP) as a Hugging Face model in `output`."""
   start = time.perf_counter()
@@ -217,7 +246,8 @@ def export(checkpoint: str, output: str, max_shard_bytes: int = parse_size(DEFAU
   if local:
     parent = os.path.dirname(os.path.abspath(output))
     os.makedirs(parent, exist_ok=True)
-  folder = tempfile.mkdtemp(prefix=f".{os.path.basename(output.rstrip('/'))}.tmp-", dir=parent if local else None)
+    _remove_killed_exports(parent, output)
+  folder = tempfile.mkdtemp(prefix=f"{_temporary_prefix(output)}{os.getpid()}-", dir=parent if local else None)
   try:
     step, files = build_files(checkpoint, folder, max_shard_bytes)
     _publish(folder, output, files)

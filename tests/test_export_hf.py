@@ -447,6 +447,28 @@ def test_refusals_and_bad_input_name_the_path_and_write_nothing(runs, vocab, tmp
   assert "pip install -e .[hf]" in err and not (tmp_path / "y").exists()
 
 
+def test_a_killed_export_s_temporary_folder_is_removed_by_the_next_export(runs, tmp_path, capsys):
+  """An export killed (-9) leaves its temporary folder beside DIR, named after its host and process:
+  the next export there removes it once that process is gone, and leaves a live one's alone."""
+  import socket
+  import subprocess
+
+  trained = runs["tiny", "trained"][4]
+  gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+  prefix = f".out.tmp-{socket.gethostname()}-"
+  killed = tmp_path / f"{prefix}{int(gone.stdout)}-abc123"
+  running = tmp_path / f"{prefix}{os.getpid()}-def456"  # a live process: an export still writing
+  elsewhere = tmp_path / ".out.tmp-otherhost-1-ghi789"  # another host's, on a shared disk
+  for folder in (killed, running, elsewhere):
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"partial")
+  assert hf.main(["--checkpoint", trained, "--output", str(tmp_path / "out")]) == 0
+  assert not killed.exists() and running.exists() and elsewhere.exists()
+  assert f"removed {killed}, left by an export that was killed" in capsys.readouterr().out
+  assert (tmp_path / "out" / "config.json").exists()
+  assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", running.name, elsewhere.name])
+
+
 def test_what_a_cohere_checkpoint_cannot_hold_is_refused_and_bf16_weights_keep_their_bits(vocab, tmp_path):
   _, vocabulary, _ = vocab
   config = get_config("tiny", vocab_size=vocabulary.vocab_size)
