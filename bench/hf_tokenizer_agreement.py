@@ -9,7 +9,8 @@ sampler and fine-tuning data use), in TensorFlow (SeqIO's training pipeline), wi
 tokenizer, and with plain SentencePiece (Python and tf_text) over the whole text, as codelm did before
 it encoded in segments (data/vocab.py, "how codelm encodes"). Prints, for each against codelm's Python
 ids, the files whose ids are equal and the share of ids that differ (aligned with difflib, so one
-changed split counts its pieces, not the rest of the file), and the time each took.
+changed split counts its pieces, not the rest of the file), and the time each took; and the two plain
+encoders against each other (before segments: the training pipeline's ids against the sampler's).
 """
 
 from __future__ import annotations
@@ -61,15 +62,23 @@ def agreement(vocab_path: str, texts: list[str]) -> dict:
   ours = [list(vocabulary.encode(t)) for t in texts]
   figures = {"files": len(texts), "bytes": nbytes, "ids": sum(map(len, ours)),
              "codelm_python": {"mb_per_second": nbytes / (time.perf_counter() - start) / 1e6}}
+  ids = {}
   for name, encode in encoders.items():
     start = time.perf_counter()
-    theirs = encode(texts)
+    ids[name] = encode(texts)
     seconds = time.perf_counter() - start
-    differing = sum(_differing(a, b) for a, b in zip(ours, theirs) if a != b)
-    figures[name] = {"files_equal": sum(a == b for a, b in zip(ours, theirs)), "ids_differing": differing,
-                     "ids_differing_percent": 100 * differing / max(figures["ids"], 1),
-                     "mb_per_second": nbytes / seconds / 1e6}
+    figures[name] = dict(_compare(ours, ids[name]), mb_per_second=nbytes / seconds / 1e6)
+  # What codelm did before segments: training data from tf_text, prompts from the Python package.
+  figures["plain_python_against_plain_tf_text"] = _compare(ids["plain_sentencepiece_tf_text"],
+                                                           ids["plain_sentencepiece_python"])
   return figures
+
+
+def _compare(ours: list[list[int]], theirs: list[list[int]]) -> dict:
+  differing = sum(_differing(a, b) for a, b in zip(ours, theirs) if a != b)
+  total = sum(map(len, ours))
+  return {"files_equal": sum(a == b for a, b in zip(ours, theirs)), "ids_differing": differing,
+          "ids_differing_percent": 100 * differing / max(total, 1)}
 
 
 def trained_scores(vocab_path: str, vocabulary) -> bytes:
@@ -111,6 +120,9 @@ def main() -> int:
     f = figures[name]
     print(f"  {name:28s} {f['files_equal']:4d} files equal, {f['ids_differing']:6d} ids differ "
           f"({f['ids_differing_percent']:.3f}%), {f['mb_per_second']:.1f} MB/s")
+  f = figures["plain_python_against_plain_tf_text"]
+  print(f"before segments, plain Python against plain tf_text (sampler against training data): "
+        f"{f['files_equal']} files equal, {f['ids_differing']} ids differ ({f['ids_differing_percent']:.3f}%)")
   if args.output:
     storage.write_atomic(args.output, json.dumps(dict(figures, patterns=args.files, vocab=args.vocab), indent=1))
   return 0
