@@ -318,7 +318,7 @@ def _with_control_specials(sp_model: bytes, extra_ids: int) -> bytes:
   return model.SerializeToString()
 
 
-def check_segment_cuts(sp_model: bytes) -> None:
+def check_segment_cuts(sp_model: bytes, name: str = "the vocabulary") -> None:
   """Raises ValueError when a piece would cross a segment cut (a blank after another character, or a
   tab beside another character): a vocabulary not trained by this module, which `segment_pattern`
   would encode otherwise than SentencePiece."""
@@ -330,7 +330,7 @@ def check_segment_cuts(sp_model: bytes) -> None:
       continue  # never matched in text
     text = piece.piece
     if re.search(f"[^{_ESCAPED_SPACE}\t][{_ESCAPED_SPACE}\t]", text) or ("\t" in text and set(text) != {"\t"}):
-      raise ValueError(f"piece {text!r} holds a blank after another character or a tab beside one: codelm "
+      raise ValueError(f"{name}: piece {text!r} holds a blank after another character or a tab beside one: codelm "
                        "encodes text in segments cut there (data/vocab.py), so this vocabulary, not trained "
                        "by `python -m data.vocab`, cannot be used")
 
@@ -376,7 +376,7 @@ class CodeVocabulary(seqio.SentencePieceVocabulary):
 
   @functools.cached_property
   def _segment_regex(self) -> re.Pattern:
-    check_segment_cuts(self.sp_model)
+    check_segment_cuts(self.sp_model, self._sentencepiece_model_file)
     return re.compile(segment_pattern())
 
   def _encode(self, s):

@@ -369,8 +369,10 @@ def test_a_vocabulary_with_pieces_across_the_cuts_is_refused(model_path, tmp_pat
   model.pieces.add(piece="x\u2581y", score=-5.0, type=model.pieces[0].NORMAL)
   (tmp_path / "foreign.model").write_bytes(model.SerializeToString())
   foreign = vocab.get_vocabulary(str(tmp_path / "foreign.model"), extra_ids=EXTRA_IDS)
-  with pytest.raises(ValueError, match="x\u2581y"):
+  with pytest.raises(ValueError, match=f"{tmp_path / 'foreign.model'}: piece 'x\u2581y'"):
     foreign.encode("x y")
+  with pytest.raises(ValueError, match="foreign.model: piece"):
+    foreign.encode_tf("x y")
 
 
 # ---- sampling and determinism -----------------------------------------------------------------
