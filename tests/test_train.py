@@ -227,11 +227,19 @@ def _data_files(step_dir):
 
 
 def _flip_bytes(path, count=64):
-  """Silent corruption: `count` bytes in the middle of the file inverted, its size unchanged."""
+  """`count` bytes in the middle of the file inverted, its size unchanged."""
   data = bytearray(open(path, "rb").read())
   middle = len(data) // 2
   data[middle:middle + count] = bytes(b ^ 0xFF for b in data[middle:middle + count])
   open(path, "wb").write(bytes(data))
+
+
+def _silently_corrupt(step_dir, other_step_dir):
+  """Silent corruption: `step_dir`'s arrays replaced by another step's, a store that reads without an
+  error but holds other values. (Inverting bytes of a data file is not silent: TensorStore's zstd
+  chunks then often fail to decompress, depending on where the bytes fall, i.e. on the values.)"""
+  shutil.rmtree(os.path.join(step_dir, "state"))
+  shutil.copytree(os.path.join(other_step_dir, "state"), os.path.join(step_dir, "state"))
 
 
 def test_damaged_newest_checkpoints_are_reported_skipped_moved_aside_and_trained_past(corpus, tmp_path, capsys,
@@ -245,7 +253,7 @@ def test_damaged_newest_checkpoints_are_reported_skipped_moved_aside_and_trained
   _run_in_process(_flags(corpus, model_dir, 6, "--gin.train.checkpoint_every=2"))
   first = _losses(model_dir)
   checkpoints = os.path.join(model_dir, "checkpoints")
-  _flip_bytes(_data_files(os.path.join(checkpoints, "6"))[0])
+  _silently_corrupt(os.path.join(checkpoints, "6"), os.path.join(checkpoints, "2"))
   truncated = _data_files(os.path.join(checkpoints, "4"))[0]
   with open(truncated, "r+b") as f:
     f.truncate(os.path.getsize(truncated) // 2)
