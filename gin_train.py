@@ -20,6 +20,7 @@ from objectives.ul2 import UL2Config
 from training.checkpoints import refuse_unwritable
 from training.config import TrainConfig
 from training.optimizer import Optimizer, Schedule
+from training.run_info import read_imported_from
 
 gin.external_configurable(UL2Config, module="codelm")
 gin.external_configurable(lora_adapters.LoraConfig, module="codelm")
@@ -80,6 +81,10 @@ def check(config: TrainConfig, check_paths: bool = True) -> None:
   if c.init_from is not None and not storage.exists(c.init_from):
     raise UsageError(f"train.init_from: {c.init_from!r} does not exist (a trained run's MODEL_DIR or its "
                      "checkpoints folder; PRETRAINED_DIR in the fine-tuning gins)")
+  imported = read_imported_from(c.model_dir) if check_paths else None
+  if imported:  # its checkpoint holds parameters only: resuming would find it "damaged"
+    raise UsageError(f"train.model_dir: {c.model_dir} was imported from {imported} (python -m export.from_hf) and "
+                     f"holds parameters only: train from it in a new MODEL_DIR with --gin.train.init_from={c.model_dir}")
   try:  # before the data pipeline is built (the Checkpointer would refuse it only then)
     if check_paths:
       refuse_unwritable(c.checkpoint_dir or storage.join(c.model_dir, "checkpoints"))

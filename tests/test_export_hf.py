@@ -383,11 +383,13 @@ def test_heads_wider_than_d_model_export_with_head_dim_and_are_refused_where_tra
   assert not output.exists() and not list(tmp_path.glob(".ignored_hf*"))
 
 
-def test_a_bucket_output_gets_the_same_files_through_storage(runs):
-  """A URL output (ram:// standing in for gs://) is written through storage.py, file by file."""
+def test_a_bucket_output_gets_the_same_files_through_storage(runs, vocab, tmp_path):
+  """A URL output (ram:// standing in for gs://) is written through storage.py, file by file; and
+  export.from_hf reads it back from there."""
   import storage
+  from sampling.restore import load_sampler
 
-  _, _, _, _, run, local = runs["tiny", "trained"]
+  _, params, _, _, run, local = runs["tiny", "trained"]
   url = "ram://export_hf_test/out"
   assert hf.main(["--checkpoint", run, "--output", url, "--max_shard_size", "1MB"]) == 0
   try:
@@ -395,6 +397,7 @@ def test_a_bucket_output_gets_the_same_files_through_storage(runs):
     assert sorted(storage.listdir(url)) == names
     for name in names:
       assert storage.read_bytes(storage.join(url, name)) == (local / name).read_bytes(), name
+    _same_tree(load_sampler(_import(url, vocab[0], tmp_path / "from_bucket"))[0].params, params)
   finally:  # ram:// has files only, no folders to remove
     for name in storage.listdir(url):
       storage.remove(storage.join(url, name))
@@ -523,3 +526,173 @@ def test_codelm_imports_without_the_hf_extra():
       names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
       assert not {n.partition(".")[0] for n in names} & optional, (name, names)
+
+
+# ---- the reverse: export.from_hf ------------------------------------------------------------------
+
+def _import(hf_dir, vocab_path, model_dir, *flags):
+  from export import from_hf
+
+  assert from_hf.main(["--hf_dir", str(hf_dir), "--vocab_path", vocab_path, "--model_dir", str(model_dir),
+                       *flags]) == 0
+  return str(model_dir)
+
+
+def _same_tree(a, b):
+  flat_a, flat_b = jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves_with_path(b)
+  assert [p for p, _ in flat_a] == [p for p, _ in flat_b]
+  for (path, x), (_, y) in zip(flat_a, flat_b):
+    assert x.dtype == y.dtype and np.array_equal(np.asarray(x).view(np.uint8), np.asarray(y).view(np.uint8)), path
+
+
+@pytest.mark.parametrize("size, kind", [("tiny", "trained"), ("mini", "random")])
+def test_an_export_imported_back_is_the_run_s_own_parameters_bit_for_bit(runs, vocab, tmp_path, size, kind, capsys):
+  """export.hf then export.from_hf: the parameters (RoPE's channel order undone) are the run's, bit for
+  bit, from one safetensors file or shards; sampling restores them; exporting the import again writes
+  the same weights; training may start from it (init_from), not resume in it."""
+  from safetensors.torch import load_file
+
+  from sampling.restore import load_sampler
+  from training.checkpoints import read_params
+  from training.config import pretrained_source
+  from training.run_info import read_run_info
+
+  vocab_path, vocabulary, texts = vocab
+  model, params, _, _, run, exported = runs[size, kind]
+  imported = _import(exported, vocab_path, tmp_path / "imported")
+  assert "imported" in capsys.readouterr().out
+  config, imported_vocab = read_run_info(imported)
+  assert config == model.config and imported_vocab == vocab_path
+  sampler, step = load_sampler(imported)
+  assert step == 0
+  _same_tree(sampler.params, params)
+  source = pretrained_source(imported)  # what --gin.train.init_from=MODEL_DIR reads
+  assert source.model_config == model.config
+  _same_tree(read_params(source.checkpoints, jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                                          params))[0], params)
+
+  again = tmp_path / "again_hf"
+  assert hf.main(["--checkpoint", imported, "--output", str(again)]) == 0
+  first = {}
+  for shard in exported.glob("*.safetensors"):
+    first.update(load_file(str(shard)))
+  second = load_file(str(again / "model.safetensors"))
+  assert sorted(first) == sorted(second)
+  assert all(torch.equal(first[name], second[name]) for name in first)
+  for name in ("tokenizer.json", "generation_config.json"):
+    assert (again / name).read_text() == (exported / name).read_text()
+
+  # Resuming training in the imported folder would find a checkpoint without optimizer state.
+  import gin
+
+  import train as train_entry
+
+  gin.clear_config()
+  cwd = os.getcwd()
+  os.chdir(ROOT)
+  try:
+    with pytest.raises(SystemExit) as exit_:
+      train_entry.main(["--gin_file=gin_configs/runs/demo.gin", f"--gin.MODEL_DIR='{imported}'",
+                        f"--gin.CORPUS_DIR='{os.path.dirname(vocab_path)}'", "--gin.MODEL_SIZE='tiny'",
+                        "--gin.TRAIN_STEPS=2"])
+  finally:
+    os.chdir(cwd)
+    gin.clear_config()
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and f"--gin.train.init_from={imported}" in err and "holds parameters only" in err, err
+  assert sorted(os.listdir(imported)) == ["checkpoints", "run.json"]
+
+
+def test_bf16_weights_import_with_their_bits_and_the_compute_dtype_asked_for(runs, vocab, tmp_path):
+  """Weights saved in bfloat16 (as Hugging Face tools often re-save them) import as bfloat16
+  parameters with the same bits; --dtype sets the compute dtype run.json records."""
+  from safetensors.torch import load_file, save_file
+
+  from sampling.restore import load_sampler
+  from training.run_info import read_run_info
+
+  vocab_path, _, _ = vocab
+  model, params, _, _, _, exported = runs["mini", "random"]
+  folder = tmp_path / "bf16_hf"
+  folder.mkdir()
+  for name in ("config.json", "tokenizer.json"):
+    (folder / name).write_text((exported / name).read_text())
+  weights = load_file(str(exported / "model.safetensors"))
+  save_file({k: v.to(torch.bfloat16) for k, v in weights.items()}, str(folder / "model.safetensors"))
+  imported = _import(folder, vocab_path, tmp_path / "bf16", "--dtype", "float32")
+  config, _ = read_run_info(imported)
+  assert (str(config.param_dtype), str(config.dtype)) == ("bfloat16", "float32")
+  expected = jax.tree.map(lambda x: np.asarray(x, jnp.bfloat16), params)
+  _same_tree(load_sampler(imported)[0].params, expected)
+
+
+def _one_score_changed(text):
+  tokenizer_json = json.loads(text)
+  tokenizer_json["model"]["vocab"][300][1] -= 1.0  # another vocabulary's scores: other ids for some text
+  return json.dumps(tokenizer_json)
+
+
+def _refused_import(capsys, hf_dir, vocab_path, model_dir):
+  from export import from_hf
+
+  with pytest.raises(SystemExit) as exit_:
+    from_hf.main(["--hf_dir", str(hf_dir), "--vocab_path", vocab_path, "--model_dir", str(model_dir)])
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and "Traceback" not in err, err
+  assert not os.path.exists(model_dir)
+  return err
+
+
+def test_what_codelm_cannot_compute_exactly_is_refused_on_import_and_nothing_is_written(runs, vocab, tmp_path,
+                                                                                        capsys):
+  from safetensors.torch import load_file, save_file
+
+  vocab_path, _, _ = vocab
+  exported = runs["mini", "random"][5]
+  target = tmp_path / "run"
+
+  def variant(name, config=None, drop=(), weights=None, tokenizer=None):
+    folder = tmp_path / name
+    folder.mkdir()
+    written = json.loads((exported / "config.json").read_text())
+    written.update(config or {})
+    (folder / "config.json").write_text(json.dumps(written))
+    for file in ("tokenizer.json", "model.safetensors"):
+      if file not in drop:
+        (folder / file).write_bytes((exported / file).read_bytes())
+    if tokenizer:
+      (folder / "tokenizer.json").write_text(tokenizer((exported / "tokenizer.json").read_text()))
+    if weights:
+      save_file(weights(load_file(str(exported / "model.safetensors"))), str(folder / "model.safetensors"))
+    return folder
+
+  cases = {
+      "model_type is 'llama'": variant("llama", {"model_type": "llama"}),
+      "num_key_value_heads is 2": variant("gqa", {"num_key_value_heads": 2}),
+      "logit_scale is 0.0625; codelm scales logits by d_model^-0.5": variant("scale", {"logit_scale": 0.0625}),
+      "use_qk_norm is True": variant("qk", {"use_qk_norm": True}),
+      "RoPE is scaled": variant("rope", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}),
+      "bos_token_id is 0; the vocabulary's is": variant("bos", {"bos_token_id": 0}),
+      "tokenizer.json does not exist": variant("notok", drop=("tokenizer.json",)),
+      "is not the tokenizer of the vocabulary given (its model differ": variant(
+          "othertok", tokenizer=_one_score_changed),
+      "lm_head.weight differs from model.embed_tokens.weight": variant(
+          "untied", weights=lambda w: {**w, "lm_head.weight": w["model.embed_tokens.weight"] + 1}),
+      "model.layers.0.self_attn.q_norm.weight: codelm's model has None": variant(
+          "extra", weights=lambda w: {**w, "model.layers.0.self_attn.q_norm.weight": torch.ones(4, 48)}),
+      "the weights are float16, float32": variant(
+          "mixed", weights=lambda w: {k: (v.half() if k == "model.norm.weight" else v) for k, v in w.items()}),
+      "neither model.safetensors nor": variant("noweights", drop=("model.safetensors",)),
+  }
+  for message, folder in cases.items():
+    err = _refused_import(capsys, folder, vocab_path, target)
+    assert message in err and str(folder) in err, (message, err)
+  assert "--vocab_path: /nowhere.model does not exist" in _refused_import(capsys, exported, "/nowhere.model", target)
+  assert "config.json does not exist" in _refused_import(capsys, tmp_path / "nothing", vocab_path, target)
+  target.mkdir()
+  (target / "keep.txt").write_text("mine")
+  from export import from_hf
+
+  with pytest.raises(SystemExit):
+    from_hf.main(["--hf_dir", str(exported), "--vocab_path", vocab_path, "--model_dir", str(target)])
+  assert "exists and is not an empty folder" in capsys.readouterr().err and os.listdir(target) == ["keep.txt"]

@@ -1,0 +1,259 @@
+"""The reverse of export.hf, where it is exact: a CohereForCausalLM folder of codelm's shape (a codelm
+export, or one fine-tuned with Hugging Face tools since) as a codelm MODEL_DIR, to sample from or to
+train further.
+
+  python -m export.from_hf --hf_dir DIR --vocab_path SPM_MODEL --model_dir MODEL_DIR [--dtype bfloat16]
+
+writes MODEL_DIR/run.json and MODEL_DIR/checkpoints/0 (the parameters only, no optimizer state). Then
+`sample.py --checkpoint MODEL_DIR`, `python -m export.hf --checkpoint MODEL_DIR`, and training from it
+in a new MODEL_DIR with `--gin.train.init_from=MODEL_DIR` (a fresh optimizer at step 0, as fine-tuning
+starts; train.py refuses MODEL_DIR itself as a run to resume, since it has no optimizer state).
+
+Only what codelm's model computes exactly is accepted; anything else is refused with the reason before
+anything is written: another architecture, more than one key/value head, biases, q/k norms, untied or
+different output weights, a logit scale other than d_model^-0.5, RoPE scaling, another activation, a
+tokenizer.json that does not give `--vocab_path`'s ids (codelm's vocabulary is a SentencePiece model;
+the folder's tokenizer.json must be the one export.hf writes for it: pieces, scores, segments and
+special tokens compared), special ids other than [code], [eod] and the pad piece. The inverse of
+export/cohere.py's weight mapping, including RoPE's channel order, so an export imported back holds
+the very parameters it was exported from (tested bit for bit).
+Needs the `hf` extra (safetensors, torch); nothing is fetched from the Hub.
+"""
+
+from __future__ import annotations
+
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow and JAX are imported
+  quiet.setup()
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+import storage
+from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
+from export import cohere, tokenizer
+from model.config import ModelConfig
+
+IMPORTED_STEP = 0
+# tokenizer.json's parts that decide the ids a text gets (formatting and the library's version may differ).
+_TOKENIZER_PARTS = ("model", "normalizer", "pre_tokenizer", "added_tokens", "post_processor", "decoder")
+
+
+class ImportRefused(ValueError):
+  """The folder cannot be imported exactly; the message says why."""
+
+
+def _read_json(path: str) -> dict:
+  if not storage.exists(path):
+    raise FileNotFoundError(f"{path} does not exist")
+  try:
+    return json.loads(storage.read_text(path))
+  except json.JSONDecodeError as error:
+    raise ImportRefused(f"{path} is not JSON ({error})") from None
+
+
+def model_config(hf_config: dict, path: str) -> ModelConfig:
+  """codelm's ModelConfig for config.json's fields (f32; the caller sets the dtypes); ImportRefused
+  naming every field codelm's model cannot match."""
+  get = hf_config.get
+  reasons = []
+  if get("model_type") != "cohere":
+    reasons.append(f"model_type is {get('model_type')!r}, not 'cohere' (CohereForCausalLM)")
+  expected = {"num_key_value_heads": 1, "hidden_act": "silu", "attention_bias": False, "use_qk_norm": False,
+              "tie_word_embeddings": True}
+  for name, value in expected.items():
+    if get(name, value) != value:  # absent: transformers' default, which is codelm's for each
+      reasons.append(f"{name} is {get(name)!r}; codelm's model has {value!r}")
+  rope = get("rope_parameters") or {}
+  rope_type = rope.get("rope_type", rope.get("type", "default"))
+  if rope_type != "default" or get("rope_scaling"):
+    reasons.append(f"RoPE is scaled ({get('rope_scaling') or rope}); codelm's is not")
+  rope_theta = rope.get("rope_theta", get("rope_theta", 10_000.0))
+  missing = [n for n in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                         "intermediate_size") if not isinstance(get(n), int)]
+  if missing:
+    raise ImportRefused(f"{path}: no integer {', '.join(missing)}")
+  d_model, heads = get("hidden_size"), get("num_attention_heads")
+  head_dim = get("head_dim") or d_model // heads
+  logit_scale = get("logit_scale", 0.0625)
+  if not math.isclose(logit_scale, d_model ** -0.5, rel_tol=1e-6):
+    reasons.append(f"logit_scale is {logit_scale}; codelm scales logits by d_model^-0.5 = {d_model ** -0.5:.8g}")
+  if head_dim % 2:
+    reasons.append(f"head_dim is {head_dim}, odd: RoPE rotates channel pairs")
+  if reasons:
+    raise ImportRefused(f"{path}: not codelm's model: " + "; ".join(reasons))
+  return ModelConfig(vocab_size=get("vocab_size"), d_model=d_model, num_layers=get("num_hidden_layers"),
+                     num_heads=heads, head_dim=head_dim, d_ff=get("intermediate_size"),
+                     max_length=get("max_position_embeddings", 2048), rope_max_wavelength=float(rope_theta),
+                     norm_eps=float(get("layer_norm_eps", 1e-5)))
+
+
+def check_tokenizer(hf_dir: str, vocabulary, max_length: int) -> list[str]:
+  """Why the folder's tokenizer.json does not give `vocabulary`'s ids (empty when it does)."""
+  path = storage.join(hf_dir, "tokenizer.json")
+  if not storage.exists(path):
+    return [f"{path} does not exist: without it nothing shows which ids the model was trained on "
+            "(copy it from the export)"]
+  found = _read_json(path)
+  ours = json.loads(tokenizer.build(vocabulary.sp_model, max_length)[0].to_str())
+  differing = [part for part in _TOKENIZER_PARTS if found.get(part) != ours.get(part)]
+  if differing:
+    return [f"{path} is not the tokenizer of the vocabulary given (its {', '.join(differing)} differ from "
+            "what export.hf writes for it)"]
+  return []
+
+
+def check_special_ids(hf_config: dict, vocabulary) -> list[str]:
+  pieces = vocabulary.tokenizer
+  expected = {"bos_token_id": pieces.piece_to_id(CODE_TOKEN), "eos_token_id": pieces.piece_to_id(EOD_TOKEN),
+              "pad_token_id": vocabulary.pad_id}
+  return [f"{name} is {hf_config.get(name)!r}; the vocabulary's is {value}" for name, value in expected.items()
+          if hf_config.get(name) != value]
+
+
+def read_weights(hf_dir: str) -> dict[str, np.ndarray]:
+  """Every tensor of model.safetensors, or of the shards model.safetensors.index.json names, as numpy
+  (bfloat16 as ml_dtypes' bfloat16: the same bits)."""
+  import ml_dtypes
+  import torch
+  from safetensors.torch import load
+
+  index = storage.join(hf_dir, "model.safetensors.index.json")
+  if storage.exists(index):
+    names = sorted(set(_read_json(index)["weight_map"].values()))
+  elif storage.exists(storage.join(hf_dir, "model.safetensors")):
+    names = ["model.safetensors"]
+  else:
+    raise FileNotFoundError(f"{hf_dir} holds neither model.safetensors nor model.safetensors.index.json")
+  weights = {}
+  for name in names:
+    for key, tensor in load(storage.read_bytes(storage.join(hf_dir, name))).items():
+      if tensor.dtype == torch.bfloat16:
+        weights[key] = tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+      else:
+        weights[key] = tensor.numpy()
+  return weights
+
+
+def codelm_params(weights: dict[str, np.ndarray], config: ModelConfig) -> dict[str, Any]:
+  """export/cohere.py's `cohere_weights` inverted: codelm's parameter tree (layers stacked on [L])."""
+  inverse = np.argsort(cohere.rope_permutation(config.head_dim))
+  d, h, k = config.d_model, config.num_heads, config.head_dim
+  layer = lambda i, name: weights[f"model.layers.{i}.{name}.weight"]  # noqa: E731
+  stack = lambda f: np.stack([f(i) for i in range(config.num_layers)])  # noqa: E731
+  return {
+      "embedding": weights["model.embed_tokens.weight"],
+      "final_norm": {"scale": weights["model.norm.weight"]},
+      "layers": {
+          "norm": {"scale": stack(lambda i: layer(i, "input_layernorm"))},
+          "attention": {
+              "query": stack(lambda i: layer(i, "self_attn.q_proj").T.reshape(d, h, k)[:, :, inverse]),
+              "key": stack(lambda i: layer(i, "self_attn.k_proj").T[:, inverse]),
+              "value": stack(lambda i: layer(i, "self_attn.v_proj").T),
+              "out": stack(lambda i: layer(i, "self_attn.o_proj").T.reshape(h, k, d)),
+          },
+          "mlp": {name: stack(lambda i, name=name: layer(i, f"mlp.{name}_proj").T) for name in ("gate", "up", "down")},
+      },
+  }
+
+
+def check_weights(weights: dict[str, np.ndarray], config: ModelConfig) -> tuple[str | None, list[str]]:
+  """(the weights' one dtype, why they are not codelm's model's tensors)."""
+  expected = {n: w.shape for n, w in cohere.cohere_weights(_zeros_like_model(config), config).items()}
+  reasons = []
+  head = weights.get("lm_head.weight")
+  if head is not None and not np.array_equal(head, weights.get("model.embed_tokens.weight")):
+    reasons.append("lm_head.weight differs from model.embed_tokens.weight: codelm's output layer is its embedding")
+  found = {n: w.shape for n, w in weights.items() if n != "lm_head.weight"}
+  for name in sorted(set(expected) | set(found)):
+    if expected.get(name) != found.get(name):
+      reasons.append(f"{name}: codelm's model has {expected.get(name)}, the folder {found.get(name)}")
+  dtypes = sorted({str(w.dtype) for w in weights.values()})
+  if len(dtypes) != 1 or dtypes[0] not in cohere.DTYPES:
+    reasons.append(f"the weights are {', '.join(dtypes)}; codelm keeps all parameters in one of "
+                   f"{', '.join(cohere.DTYPES)}")
+  return (dtypes[0] if len(dtypes) == 1 else None), reasons[:6]
+
+
+def _zeros_like_model(config: ModelConfig) -> dict[str, Any]:
+  """A parameter tree of codelm's shapes (zero-strided views: no memory)."""
+  import jax
+
+  import flax.linen as nn
+
+  from model import sharding
+  from model.transformer import Decoder
+
+  abstract = nn.unbox(sharding.abstract_params(Decoder(config)))
+  return jax.tree.map(lambda x: np.broadcast_to(np.zeros((), x.dtype), x.shape), abstract)
+
+
+def import_hf(hf_dir: str, vocab_path: str, model_dir: str, dtype: str | None = None) -> tuple[ModelConfig, str]:
+  """Writes MODEL_DIR/run.json and checkpoints/0 from the Hugging Face folder; (config, checkpoints
+  folder). Raises ImportRefused (why), FileNotFoundError or FileExistsError before writing anything."""
+  from export.hf import require_hf
+  from training.checkpoints import Checkpointer
+  from training.run_info import write_run_info
+
+  if storage.exists(model_dir) and (not storage.isdir(model_dir) or storage.listdir(model_dir)):
+    raise FileExistsError(f"--model_dir: {model_dir} exists and is not an empty folder (nothing was written)")
+  require_hf()
+  config_path = storage.join(hf_dir, "config.json")
+  hf_config = _read_json(config_path)
+  config = model_config(hf_config, config_path)
+  if not storage.exists(vocab_path):
+    raise FileNotFoundError(f"--vocab_path: {vocab_path} does not exist")
+  vocabulary = get_vocabulary(vocab_path)
+  reasons = check_special_ids(hf_config, vocabulary)
+  if vocabulary.vocab_size > config.vocab_size:
+    reasons.append(f"the vocabulary has {vocabulary.vocab_size} ids, the model {config.vocab_size} embedding rows")
+  if not reasons:
+    reasons += check_tokenizer(hf_dir, vocabulary, config.max_length)
+  if reasons:
+    raise ImportRefused(f"{hf_dir} cannot be imported into codelm exactly: " + "; ".join(reasons))
+  weights = read_weights(hf_dir)
+  weights_dtype, reasons = check_weights(weights, config)
+  if reasons:
+    raise ImportRefused(f"{hf_dir} cannot be imported into codelm exactly: " + "; ".join(reasons))
+  config = config.replace(param_dtype=weights_dtype, dtype=dtype or weights_dtype)
+  params = codelm_params(weights, config)
+  del weights
+  checkpoints = storage.join(model_dir, "checkpoints")
+  checkpointer = Checkpointer(checkpoints, async_save=False)
+  try:
+    checkpointer.save(IMPORTED_STEP, {"params": params}, {"imported_from": storage.resolve(hf_dir)}, force=True)
+  finally:
+    checkpointer.close()
+  write_run_info(model_dir, config, vocab_path, imported_from=hf_dir)  # last: its presence means the rest is there
+  return config, checkpoints
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m export.from_hf", description=__doc__.split("\n\n")[0].replace("\n", " "))
+  parser.add_argument("--hf_dir", required=True, help="a CohereForCausalLM folder (config.json, safetensors, tokenizer.json)")
+  parser.add_argument("--vocab_path", required=True, help="the codelm SentencePiece model its tokenizer.json was made from")
+  parser.add_argument("--model_dir", required=True, help="the codelm MODEL_DIR to write (must not exist, or be empty)")
+  parser.add_argument("--dtype", choices=sorted(cohere.DTYPES), default=None,
+                      help="compute dtype recorded in run.json (default: the weights' own)")
+  args = parser.parse_args(argv)
+  try:
+    config, checkpoints = import_hf(args.hf_dir, args.vocab_path, args.model_dir, args.dtype)
+  except (ImportError, FileExistsError, ImportRefused) as error:
+    parser.error(str(error))
+  except FileNotFoundError as error:
+    parser.error(f"--hf_dir: {error}" if not str(error).startswith("--") else str(error))
+  print(f"imported {args.hf_dir} into {args.model_dir} ({config.num_params:,} parameters, {config.param_dtype}; "
+        f"checkpoint {IMPORTED_STEP} in {checkpoints}): sample.py --checkpoint {args.model_dir}, or train from "
+        f"it with --gin.train.init_from={args.model_dir}", flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
