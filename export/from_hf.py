@@ -123,7 +123,7 @@ def read_weights(hf_dir: str) -> dict[str, np.ndarray]:
   (bfloat16 as ml_dtypes' bfloat16: the same bits)."""
   import ml_dtypes
   import torch
-  from safetensors.torch import load
+  from safetensors.torch import load, load_file
 
   index = storage.join(hf_dir, "model.safetensors.index.json")
   if storage.exists(index):
@@ -134,7 +134,8 @@ def read_weights(hf_dir: str) -> dict[str, np.ndarray]:
     raise FileNotFoundError(f"{hf_dir} holds neither model.safetensors nor model.safetensors.index.json")
   weights = {}
   for name in names:
-    for key, tensor in load(storage.read_bytes(storage.join(hf_dir, name))).items():
+    path = storage.join(hf_dir, name)  # a local file is mapped, not read whole
+    for key, tensor in (load(storage.read_bytes(path)) if storage.is_url(path) else load_file(path)).items():
       if tensor.dtype == torch.bfloat16:
         weights[key] = tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
       else:
@@ -164,14 +165,26 @@ def codelm_params(weights: dict[str, np.ndarray], config: ModelConfig) -> dict[s
   }
 
 
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+  """The Hugging Face tensors of `config`'s model and their shapes (export/cohere.py's names)."""
+  d, f, q, k = config.d_model, config.d_ff, config.attention_dim, config.head_dim
+  shapes = {"model.embed_tokens.weight": (config.vocab_size, d), "model.norm.weight": (d,)}
+  for i in range(config.num_layers):
+    shapes.update({f"model.layers.{i}.{name}.weight": shape for name, shape in (
+        ("input_layernorm", (d,)), ("self_attn.q_proj", (q, d)), ("self_attn.k_proj", (k, d)),
+        ("self_attn.v_proj", (k, d)), ("self_attn.o_proj", (d, q)), ("mlp.gate_proj", (f, d)),
+        ("mlp.up_proj", (f, d)), ("mlp.down_proj", (d, f)))})
+  return shapes
+
+
 def check_weights(weights: dict[str, np.ndarray], config: ModelConfig) -> tuple[str | None, list[str]]:
   """(the weights' one dtype, why they are not codelm's model's tensors)."""
-  expected = {n: w.shape for n, w in cohere.cohere_weights(_zeros_like_model(config), config).items()}
+  expected = expected_shapes(config)
   reasons = []
   head = weights.get("lm_head.weight")
   if head is not None and not np.array_equal(head, weights.get("model.embed_tokens.weight")):
     reasons.append("lm_head.weight differs from model.embed_tokens.weight: codelm's output layer is its embedding")
-  found = {n: w.shape for n, w in weights.items() if n != "lm_head.weight"}
+  found = {n: tuple(w.shape) for n, w in weights.items() if n != "lm_head.weight"}
   for name in sorted(set(expected) | set(found)):
     if expected.get(name) != found.get(name):
       reasons.append(f"{name}: codelm's model has {expected.get(name)}, the folder {found.get(name)}")
@@ -180,19 +193,6 @@ def check_weights(weights: dict[str, np.ndarray], config: ModelConfig) -> tuple[
     reasons.append(f"the weights are {', '.join(dtypes)}; codelm keeps all parameters in one of "
                    f"{', '.join(cohere.DTYPES)}")
   return (dtypes[0] if len(dtypes) == 1 else None), reasons[:6]
-
-
-def _zeros_like_model(config: ModelConfig) -> dict[str, Any]:
-  """A parameter tree of codelm's shapes (zero-strided views: no memory)."""
-  import jax
-
-  import flax.linen as nn
-
-  from model import sharding
-  from model.transformer import Decoder
-
-  abstract = nn.unbox(sharding.abstract_params(Decoder(config)))
-  return jax.tree.map(lambda x: np.broadcast_to(np.zeros((), x.dtype), x.shape), abstract)
 
 
 def import_hf(hf_dir: str, vocab_path: str, model_dir: str, dtype: str | None = None) -> tuple[ModelConfig, str]:
