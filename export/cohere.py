@@ -101,6 +101,40 @@ def cohere_weights(params: Any, config: ModelConfig) -> dict[str, np.ndarray]:
   return {name: np.ascontiguousarray(w) for name, w in weights.items()}
 
 
+def codelm_params(weights: dict[str, np.ndarray], config: ModelConfig) -> dict[str, Any]:
+  """`cohere_weights` inverted: codelm's parameter tree (layers stacked on [L])."""
+  inverse = np.argsort(rope_permutation(config.head_dim))
+  d, h, k = config.d_model, config.num_heads, config.head_dim
+  layer = lambda i, name: weights[f"model.layers.{i}.{name}.weight"]  # noqa: E731
+  stack = lambda f: np.stack([f(i) for i in range(config.num_layers)])  # noqa: E731
+  return {
+      "embedding": weights["model.embed_tokens.weight"],
+      "final_norm": {"scale": weights["model.norm.weight"]},
+      "layers": {
+          "norm": {"scale": stack(lambda i: layer(i, "input_layernorm"))},
+          "attention": {
+              "query": stack(lambda i: layer(i, "self_attn.q_proj").T.reshape(d, h, k)[:, :, inverse]),
+              "key": stack(lambda i: layer(i, "self_attn.k_proj").T[:, inverse]),
+              "value": stack(lambda i: layer(i, "self_attn.v_proj").T),
+              "out": stack(lambda i: layer(i, "self_attn.o_proj").T.reshape(h, k, d)),
+          },
+          "mlp": {name: stack(lambda i, name=name: layer(i, f"mlp.{name}_proj").T) for name in ("gate", "up", "down")},
+      },
+  }
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+  """The Hugging Face tensors of `config`'s model and their shapes (`cohere_weights`' names)."""
+  d, f, q, k = config.d_model, config.d_ff, config.attention_dim, config.head_dim
+  shapes = {"model.embed_tokens.weight": (config.vocab_size, d), "model.norm.weight": (d,)}
+  for i in range(config.num_layers):
+    shapes.update({f"model.layers.{i}.{name}.weight": shape for name, shape in (
+        ("input_layernorm", (d,)), ("self_attn.q_proj", (q, d)), ("self_attn.k_proj", (k, d)),
+        ("self_attn.v_proj", (k, d)), ("self_attn.o_proj", (d, q)), ("mlp.gate_proj", (f, d)),
+        ("mlp.up_proj", (f, d)), ("mlp.down_proj", (d, f)))})
+  return shapes
+
+
 def shape_mismatches(fields: dict[str, Any], weights: dict[str, np.ndarray]) -> list[str]:
   """Where the installed transformers' CohereForCausalLM (built on the meta device: no memory) has
   other parameters than `weights`: a config field it does not honour (an older one without head_dim)."""

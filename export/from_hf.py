@@ -30,15 +30,14 @@ if __name__ == "__main__":  # before TensorFlow and JAX are imported
 import argparse
 import json
 import math
-import os
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 import storage
-from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
-from export import cohere, tokenizer
+from data.vocab import get_vocabulary
+from export import cohere, hf, tokenizer
 from model.config import ModelConfig
 
 IMPORTED_STEP = 0
@@ -111,9 +110,7 @@ def check_tokenizer(hf_dir: str, vocabulary, max_length: int) -> list[str]:
 
 
 def check_special_ids(hf_config: dict, vocabulary) -> list[str]:
-  pieces = vocabulary.tokenizer
-  expected = {"bos_token_id": pieces.piece_to_id(CODE_TOKEN), "eos_token_id": pieces.piece_to_id(EOD_TOKEN),
-              "pad_token_id": vocabulary.pad_id}
+  expected = {f"{name}_token_id": value for name, value in hf.special_ids(vocabulary).items()}
   return [f"{name} is {hf_config.get(name)!r}; the vocabulary's is {value}" for name, value in expected.items()
           if hf_config.get(name) != value]
 
@@ -143,43 +140,9 @@ def read_weights(hf_dir: str) -> dict[str, np.ndarray]:
   return weights
 
 
-def codelm_params(weights: dict[str, np.ndarray], config: ModelConfig) -> dict[str, Any]:
-  """export/cohere.py's `cohere_weights` inverted: codelm's parameter tree (layers stacked on [L])."""
-  inverse = np.argsort(cohere.rope_permutation(config.head_dim))
-  d, h, k = config.d_model, config.num_heads, config.head_dim
-  layer = lambda i, name: weights[f"model.layers.{i}.{name}.weight"]  # noqa: E731
-  stack = lambda f: np.stack([f(i) for i in range(config.num_layers)])  # noqa: E731
-  return {
-      "embedding": weights["model.embed_tokens.weight"],
-      "final_norm": {"scale": weights["model.norm.weight"]},
-      "layers": {
-          "norm": {"scale": stack(lambda i: layer(i, "input_layernorm"))},
-          "attention": {
-              "query": stack(lambda i: layer(i, "self_attn.q_proj").T.reshape(d, h, k)[:, :, inverse]),
-              "key": stack(lambda i: layer(i, "self_attn.k_proj").T[:, inverse]),
-              "value": stack(lambda i: layer(i, "self_attn.v_proj").T),
-              "out": stack(lambda i: layer(i, "self_attn.o_proj").T.reshape(h, k, d)),
-          },
-          "mlp": {name: stack(lambda i, name=name: layer(i, f"mlp.{name}_proj").T) for name in ("gate", "up", "down")},
-      },
-  }
-
-
-def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-  """The Hugging Face tensors of `config`'s model and their shapes (export/cohere.py's names)."""
-  d, f, q, k = config.d_model, config.d_ff, config.attention_dim, config.head_dim
-  shapes = {"model.embed_tokens.weight": (config.vocab_size, d), "model.norm.weight": (d,)}
-  for i in range(config.num_layers):
-    shapes.update({f"model.layers.{i}.{name}.weight": shape for name, shape in (
-        ("input_layernorm", (d,)), ("self_attn.q_proj", (q, d)), ("self_attn.k_proj", (k, d)),
-        ("self_attn.v_proj", (k, d)), ("self_attn.o_proj", (d, q)), ("mlp.gate_proj", (f, d)),
-        ("mlp.up_proj", (f, d)), ("mlp.down_proj", (d, f)))})
-  return shapes
-
-
 def check_weights(weights: dict[str, np.ndarray], config: ModelConfig) -> tuple[str | None, list[str]]:
   """(the weights' one dtype, why they are not codelm's model's tensors)."""
-  expected = expected_shapes(config)
+  expected = cohere.expected_shapes(config)
   reasons = []
   head = weights.get("lm_head.weight")
   if head is not None and not np.array_equal(head, weights.get("model.embed_tokens.weight")):
@@ -198,13 +161,11 @@ def check_weights(weights: dict[str, np.ndarray], config: ModelConfig) -> tuple[
 def import_hf(hf_dir: str, vocab_path: str, model_dir: str, dtype: str | None = None) -> tuple[ModelConfig, str]:
   """Writes MODEL_DIR/run.json and checkpoints/0 from the Hugging Face folder; (config, checkpoints
   folder). Raises ImportRefused (why), FileNotFoundError or FileExistsError before writing anything."""
-  from export.hf import require_hf
   from training.checkpoints import Checkpointer
   from training.run_info import write_run_info
 
-  if storage.exists(model_dir) and (not storage.isdir(model_dir) or storage.listdir(model_dir)):
-    raise FileExistsError(f"--model_dir: {model_dir} exists and is not an empty folder (nothing was written)")
-  require_hf()
+  hf.refuse_occupied(model_dir, "--model_dir")
+  hf.require_hf()
   config_path = storage.join(hf_dir, "config.json")
   hf_config = _read_json(config_path)
   config = model_config(hf_config, config_path)
@@ -223,7 +184,7 @@ def import_hf(hf_dir: str, vocab_path: str, model_dir: str, dtype: str | None = 
   if reasons:
     raise ImportRefused(f"{hf_dir} cannot be imported into codelm exactly: " + "; ".join(reasons))
   config = config.replace(param_dtype=weights_dtype, dtype=dtype or weights_dtype)
-  params = codelm_params(weights, config)
+  params = cohere.codelm_params(weights, config)
   del weights
   checkpoints = storage.join(model_dir, "checkpoints")
   checkpointer = Checkpointer(checkpoints, async_save=False)

@@ -83,6 +83,18 @@ def require_hf() -> None:
     raise ImportError(f"export.hf needs the hf extra ({error}): {HF_EXTRA}") from None
 
 
+def special_ids(vocabulary) -> dict[str, int]:
+  """bos, eos and pad of an exported model: [code] (every sample's first token), [eod], <pad>."""
+  pieces = vocabulary.tokenizer
+  return {"bos": pieces.piece_to_id(CODE_TOKEN), "eos": pieces.piece_to_id(EOD_TOKEN), "pad": vocabulary.pad_id}
+
+
+def refuse_occupied(path: str, flag: str) -> None:
+  """FileExistsError naming `flag` unless `path` is absent or an empty folder: nothing is overwritten."""
+  if storage.exists(path) and (not storage.isdir(path) or storage.listdir(path)):
+    raise FileExistsError(f"{flag}: {path} exists and is not an empty folder (nothing was written)")
+
+
 def generation_settings(special: dict[str, int]) -> dict:
   """The paper's sampling (T 0.8, top-p 0.95, no top-k: sampling/strategies.py's defaults)."""
   return {"do_sample": True, "temperature": DEFAULT_TEMPERATURE, "top_p": DEFAULT_TOP_P, "top_k": DEFAULT_TOP_K,
@@ -159,9 +171,7 @@ def build_files(checkpoint: str, folder: str, max_shard_bytes: int) -> tuple[int
     reasons.append(f"the vocabulary: {error}")
   if reasons:
     raise ExportRefused(f"{checkpoint} cannot be exported as CohereForCausalLM exactly: " + "; ".join(reasons))
-  pieces = vocabulary.tokenizer
-  special = {"bos": pieces.piece_to_id(CODE_TOKEN), "eos": pieces.piece_to_id(EOD_TOKEN),
-             "pad": vocabulary.pad_id}
+  special = special_ids(vocabulary)
   special["ends"] = [special["eos"], vocabulary.eos_id]  # [eod] and </s> end a sample, as in the sampler
   fields = cohere.config_fields(config, special)
   weights = cohere.cohere_weights(sampler.params, config)
@@ -239,8 +249,7 @@ def _remove_killed_exports(parent: str, output: str) -> None:
 def export(checkpoint: str, output: str, max_shard_bytes: int = parse_size(DEFAULT_MAX_SHARD_SIZE)) -> Exported:
   """The run's checkpoint (newest good one, or …/checkpoints/STEP) as a Hugging Face model in `output`."""
   start = time.perf_counter()
-  if storage.exists(output) and (not storage.isdir(output) or storage.listdir(output)):
-    raise FileExistsError(f"--output: {output} exists and is not an empty folder (nothing was written)")
+  refuse_occupied(output, "--output")
   require_hf()
   local = not storage.is_url(output)
   if local:

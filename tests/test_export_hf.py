@@ -699,9 +699,7 @@ def test_what_codelm_cannot_compute_exactly_is_refused_on_import_and_nothing_is_
 
 
 def test_the_import_expects_exactly_the_tensors_the_export_writes():
-  from export import from_hf
-
   for config in (get_config("tiny", vocab_size=640), get_config("tiny", vocab_size=640, head_dim=64)):
     params = nn.unbox(init_params(Decoder(config), jax.random.key(7)))
     written = {name: w.shape for name, w in cohere.cohere_weights(params, config).items()}
-    assert from_hf.expected_shapes(config) == written
+    assert cohere.expected_shapes(config) == written
