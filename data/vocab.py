@@ -367,8 +367,14 @@ class CodeVocabulary(seqio.SentencePieceVocabulary):
 
   def _model_context(self):
     if self._model is None:
-      base = super()._model_context()
-      sp_model = _with_control_specials(base.sp_model, self.extra_ids)
+      from google.protobuf.message import DecodeError
+
+      try:
+        base = super()._model_context()
+        sp_model = _with_control_specials(base.sp_model, self.extra_ids)
+      except (DecodeError, RuntimeError) as error:  # protobuf's or SentencePiece's "cannot parse"
+        raise ValueError(f"{self._sentencepiece_model_file} is not a SentencePiece model "
+                         f"({type(error).__name__}: {error})") from None
       tokenizer = spm.SentencePieceProcessor()
       tokenizer.LoadFromSerializedProto(sp_model)
       self._model = seqio_vocabularies._ModelContext(tokenizer=tokenizer, sp_model=sp_model)

@@ -172,7 +172,10 @@ def import_hf(hf_dir: str, vocab_path: str, model_dir: str, dtype: str | None = 
   if not storage.exists(vocab_path):
     raise FileNotFoundError(f"--vocab_path: {vocab_path} does not exist")
   vocabulary = get_vocabulary(vocab_path)
-  reasons = check_special_ids(hf_config, vocabulary)
+  try:
+    reasons = check_special_ids(hf_config, vocabulary)  # the first use reads the model
+  except ValueError as error:
+    raise ImportRefused(f"--vocab_path: {error}") from None
   if vocabulary.vocab_size > config.vocab_size:
     reasons.append(f"the vocabulary has {vocabulary.vocab_size} ids, the model {config.vocab_size} embedding rows")
   if not reasons:

@@ -688,6 +688,10 @@ def test_what_codelm_cannot_compute_exactly_is_refused_on_import_and_nothing_is_
     err = _refused_import(capsys, folder, vocab_path, target)
     assert message in err and str(folder) in err, (message, err)
   assert "--vocab_path: /nowhere.model does not exist" in _refused_import(capsys, exported, "/nowhere.model", target)
+  not_a_model = tmp_path / "config_as_vocab.model"
+  not_a_model.write_text((exported / "config.json").read_text())
+  assert f"--vocab_path: {not_a_model} is not a SentencePiece model" in _refused_import(
+      capsys, exported, str(not_a_model), target)
   assert "config.json does not exist" in _refused_import(capsys, tmp_path / "nothing", vocab_path, target)
   target.mkdir()
   (target / "keep.txt").write_text("mine")

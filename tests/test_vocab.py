@@ -378,6 +378,13 @@ def test_a_vocabulary_with_pieces_across_the_cuts_is_refused(model_path, tmp_pat
 # ---- sampling and determinism -----------------------------------------------------------------
 
 
+def test_a_file_that_is_not_a_sentencepiece_model_is_refused_naming_it(tmp_path):
+  path = tmp_path / "prompts.jsonl"
+  path.write_text('{"qid": "q1", "prompt": "def f():"}\n')
+  with pytest.raises(ValueError, match=f"{path} is not a SentencePiece model"):
+    vocab.get_vocabulary(str(path)).encode("x")
+
+
 def test_sample_is_uniform_capped_and_order_free():
   files = [(f"f{i}", f"line {i}\n" * (i + 1)) for i in range(50)]  # 7..500 characters each
   total = sum(len(text) for _, text in files)
