@@ -17,7 +17,8 @@ the folder's tokenizer.json must be the one export.hf writes for it: pieces, sco
 special tokens compared), special ids other than [code], [eod] and the pad piece. The inverse of
 export/cohere.py's weight mapping, including RoPE's channel order, so an export imported back holds
 the very parameters it was exported from (tested bit for bit).
-Needs the `hf` extra (safetensors, torch); nothing is fetched from the Hub.
+A marker file written first and removed last lets the next import to MODEL_DIR remove what a killed
+one left. Needs the `hf` extra (safetensors, torch); nothing is fetched from the Hub.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from export import cohere, hf, tokenizer
 from model.config import ModelConfig
 
 IMPORTED_STEP = 0
+# Written first and removed last: a MODEL_DIR holding it (and no run.json) is what a killed import left.
+IN_PROGRESS = ".import-in-progress"
 # tokenizer.json's parts that decide the ids a text gets (formatting and the library's version may differ).
 _TOKENIZER_PARTS = ("model", "normalizer", "pre_tokenizer", "added_tokens", "post_processor", "decoder")
 
@@ -164,6 +167,7 @@ def import_hf(hf_dir: str, vocab_path: str, model_dir: str, dtype: str | None = 
   from training.checkpoints import Checkpointer
   from training.run_info import write_run_info
 
+  _remove_killed_import(model_dir)
   hf.refuse_occupied(model_dir, "--model_dir")
   hf.require_hf()
   config_path = storage.join(hf_dir, "config.json")
@@ -189,14 +193,27 @@ def import_hf(hf_dir: str, vocab_path: str, model_dir: str, dtype: str | None = 
   config = config.replace(param_dtype=weights_dtype, dtype=dtype or weights_dtype)
   params = cohere.codelm_params(weights, config)
   del weights
+  storage.makedirs(model_dir)
+  storage.write_atomic(storage.join(model_dir, IN_PROGRESS), storage.resolve(hf_dir) + "\n")
   checkpoints = storage.join(model_dir, "checkpoints")
   checkpointer = Checkpointer(checkpoints, async_save=False)
   try:
     checkpointer.save(IMPORTED_STEP, {"params": params}, {"imported_from": storage.resolve(hf_dir)}, force=True)
   finally:
     checkpointer.close()
-  write_run_info(model_dir, config, vocab_path, imported_from=hf_dir)  # last: its presence means the rest is there
+  write_run_info(model_dir, config, vocab_path, imported_from=hf_dir)  # its presence means the rest is there
+  storage.remove(storage.join(model_dir, IN_PROGRESS))
   return config, checkpoints
+
+
+def _remove_killed_import(model_dir: str) -> None:
+  """What an import killed before it finished left in `model_dir` (its marker, no run.json) is removed,
+  so the import can run again; any other content is left to refuse_occupied."""
+  from training.run_info import RUN_INFO
+
+  if storage.exists(storage.join(model_dir, IN_PROGRESS)) and not storage.exists(storage.join(model_dir, RUN_INFO)):
+    storage.rmtree(model_dir)
+    print(f"removed {model_dir}, left by an import that did not finish", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -701,6 +701,19 @@ def test_what_codelm_cannot_compute_exactly_is_refused_on_import_and_nothing_is_
     from_hf.main(["--hf_dir", str(exported), "--vocab_path", vocab_path, "--model_dir", str(target)])
   assert "exists and is not an empty folder" in capsys.readouterr().err and os.listdir(target) == ["keep.txt"]
 
+  # What an import killed mid-write leaves (its marker, a half-written checkpoint, no run.json) is
+  # removed by the next import, which then completes; a finished import is never touched.
+  killed = tmp_path / "killed"
+  (killed / "checkpoints" / "0.orbax-checkpoint-tmp-1").mkdir(parents=True)
+  (killed / from_hf.IN_PROGRESS).write_text(str(exported))
+  _import(exported, vocab_path, killed)
+  assert f"removed {killed}, left by an import that did not finish" in capsys.readouterr().out
+  assert sorted(os.listdir(killed)) == ["checkpoints", "run.json"]
+  assert os.listdir(killed / "checkpoints") == ["0"]
+  with pytest.raises(SystemExit):
+    from_hf.main(["--hf_dir", str(exported), "--vocab_path", vocab_path, "--model_dir", str(killed)])
+  assert "exists and is not an empty folder" in capsys.readouterr().err
+
 
 def test_the_import_expects_exactly_the_tensors_the_export_writes():
   for config in (get_config("tiny", vocab_size=640), get_config("tiny", vocab_size=640, head_dim=64)):
