@@ -14,11 +14,12 @@
 FROM apache/beam_python3.11_sdk:2.77.0
 
 # The Debian packages of `make toolchains` (Makefile: TOOLCHAIN_PACKAGES and TOOLCHAIN_COMMANDS), and
-# make, git and util-linux (setpriv, prlimit) for the sandbox.
+# make, git and util-linux (setpriv, prlimit) for the sandbox; libmagic1 for ScanCode (the corpus
+# builder's licence detector, data/licenses.py).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       bubblewrap lua5.3 php-cli golang-go rustc mono-mcs mono-runtime r-base-core ghc \
-      g++ openjdk-17-jdk-headless nodejs npm make util-linux ca-certificates \
+      g++ openjdk-17-jdk-headless nodejs npm make util-linux ca-certificates libmagic1 \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/codelm
