@@ -20,6 +20,7 @@ import tqdm
 
 import storage
 from data import languages
+from data import licenses
 
 # A file to read, as the pipeline carries it: plain tuples (picklable, no schema inference).
 #   (absolute path or URL, relative path "label/dir/name", language name)
@@ -99,15 +100,16 @@ def source_labels(roots: list[str]) -> dict[str, str]:
       depth[root] = min(depth[root] + 1, len(parts[root]))
 
 
-def scan_tree(root: str, label: str, skipped: collections.Counter,
-              exclude: frozenset[str] = frozenset()) -> list[SourceFile]:
+def scan_tree(root: str, label: str, skipped: collections.Counter, exclude: frozenset[str] = frozenset(),
+              license_files: list[tuple[str, str]] | None = None) -> list[SourceFile]:
   """Code files under `root`, sorted by relative path; symlinks and non-code files only counted.
 
   Directories whose resolved path (`normalize_path`) is in `exclude` are not entered (and not counted).
-  A URL root is walked with tf.io.gfile (object stores have no symlinks).
+  A URL root is walked with tf.io.gfile (object stores have no symlinks). Licence files
+  (`licenses.is_license_file`) are appended to `license_files` as (path, relative directory "label/dir").
   """
   if is_url(root):
-    return _scan_url_tree(root, label, skipped, exclude)
+    return _scan_url_tree(root, label, skipped, exclude, license_files)
   found: list[SourceFile] = []
   stack = [root]
   with tqdm.tqdm(desc=f"scanning {label}", unit=" files", leave=False) as progress:
@@ -134,17 +136,20 @@ def scan_tree(root: str, label: str, skipped: collections.Counter,
             skipped["undecodable_name"] += 1
             continue
           language = languages.classify(entry.name)
+          relpath = posixpath.join(label, os.path.relpath(entry.path, root).replace(os.sep, "/"))
           if language is None or not entry.is_file(follow_symlinks=False):  # sockets, fifos: not code
             skipped["not_code"] += 1
+            if license_files is not None and licenses.is_license_file(entry.name) and entry.is_file(
+                follow_symlinks=False):
+              license_files.append((entry.path, posixpath.dirname(relpath)))
             continue
-          relpath = posixpath.join(label, os.path.relpath(entry.path, root).replace(os.sep, "/"))
           found.append((entry.path, relpath, language.name))
   found.sort(key=lambda source: source[1])
   return found
 
 
-def _scan_url_tree(root: str, label: str, skipped: collections.Counter,
-                   exclude: frozenset[str]) -> list[SourceFile]:
+def _scan_url_tree(root: str, label: str, skipped: collections.Counter, exclude: frozenset[str],
+                   license_files: list[tuple[str, str]] | None) -> list[SourceFile]:
   """`scan_tree` of a URL root, through storage.walk (top-down, pruned, visited in sorted order)."""
   found: list[SourceFile] = []
 
@@ -160,10 +165,12 @@ def _scan_url_tree(root: str, label: str, skipped: collections.Counter,
       for name in sorted(names):
         progress.update(1)
         language = languages.classify(name)
+        relpath = posixpath.join(label, relative_dir, name) if relative_dir else posixpath.join(label, name)
         if language is None:
           skipped["not_code"] += 1
+          if license_files is not None and licenses.is_license_file(name):
+            license_files.append((_join(directory, name), posixpath.dirname(relpath)))
           continue
-        relpath = posixpath.join(label, relative_dir, name) if relative_dir else posixpath.join(label, name)
         found.append((_join(directory, name), relpath, language.name))
   found.sort(key=lambda source: source[1])
   return found
@@ -191,11 +198,13 @@ def cap_per_language(files: list[SourceFile], max_files: int | None,
 
 
 def collect_files(roots: list[str], max_files_per_language: int | None, skipped: collections.Counter,
-                  exclude: Iterable[str] = ()) -> list[SourceFile]:
-  """Scans every root, applies the per-language cap, and prints what each root contributed."""
+                  exclude: Iterable[str] = (), license_files: list[tuple[str, str]] | None = None
+                  ) -> list[SourceFile]:
+  """Scans every root, applies the per-language cap, and prints what each root contributed; licence
+  files found go to `license_files` (`scan_tree`)."""
   labels = source_labels(roots)
   excluded = frozenset(normalize_path(path) for path in exclude)
-  found = {root: scan_tree(root, labels[root], skipped, excluded) for root in roots}
+  found = {root: scan_tree(root, labels[root], skipped, excluded, license_files) for root in roots}
   files = sorted((source for sources in found.values() for source in sources), key=lambda source: source[1])
   kept = cap_per_language(files, max_files_per_language, skipped)
   origin = {source[1]: root for root in roots for source in found[root]}

@@ -75,3 +75,17 @@ def get_language(name: str) -> Language:
   if name not in BY_NAME:
     raise ValueError(f"unknown language {name!r}; choose one of {', '.join(BY_NAME)}")
   return BY_NAME[name]
+
+
+# Other spellings datasets use in their language columns (The Stack's `lang`: "C++", "C#";
+# BigCode's directory names: "c-sharp"); names and display names are matched case-insensitively too.
+_LABEL_ALIASES = {"c-sharp": "csharp", "cs": "csharp", "c++": "cpp", "js": "javascript", "ts": "typescript",
+                  "golang": "go", "rs": "rust", "py": "python", "hs": "haskell", "jl": "julia"}
+_BY_LABEL: dict[str, Language] = {
+    **{alias: BY_NAME[name] for alias, name in _LABEL_ALIASES.items()},
+    **{l.display_name.lower(): l for l in LANGUAGES}, **{l.name: l for l in LANGUAGES}}
+
+
+def from_label(label: str) -> Language | None:
+  """The language a dataset's language column names ("Python", "C++", "c-sharp"), or None if not ours."""
+  return _BY_LABEL.get(label.strip().lower())

@@ -76,7 +76,7 @@ class MinHashBands(beam.DoFn):
                                             scheme=_MINHASH_SCHEME).permutations
 
   def process(self, record: tuple) -> Iterator:
-    digest, _, language, text = record
+    digest, language, text = record[0], record[2], record[3]
     shingles = list(code_shingles(text, self._shingle_size))  # any order: a minimum per permutation
     if not shingles:
       return
@@ -127,20 +127,21 @@ def key_near_duplicate(digest: str) -> tuple[str, None]:
 
 
 class DropNearDuplicates(beam.DoFn):
-  """(digest, {"record": [record], "near": [None, ...]}) -> the record, or "near_duplicate" on `skipped`."""
+  """(digest, {"record": [record], "near": [None, ...]}) -> the record, or ("near_duplicate", language,
+  bytes) on `skipped`."""
 
   def process(self, element: tuple) -> Iterator:
     _, grouped = element
     is_near_duplicate = any(True for _ in grouped["near"])
     for record in grouped["record"]:
       if is_near_duplicate:
-        yield beam.pvalue.TaggedOutput(SKIPPED, "near_duplicate")
+        yield beam.pvalue.TaggedOutput(SKIPPED, ("near_duplicate", record[2], len(record[3].encode("utf-8"))))
       else:
         yield record
 
 
 def remove_near_duplicates(records_in: beam.PCollection, threshold: float) -> beam.pvalue.DoOutputsTuple:
-  """The near-deduplication transforms on exactly de-duplicated records (digest, relpath, language, text):
+  """The near-deduplication transforms on exactly de-duplicated records (digest, relpath, language, text, license):
   outputs "kept" (the records that stay) and `skipped` (one "near_duplicate" per record removed)."""
   bands, rows = lsh_bands(threshold, NEAR_DUP_NUM_PERM)
   near = (records_in

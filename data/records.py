@@ -4,8 +4,9 @@ CORPUS_DIR/
   stats.json                                   per language and split: files, bytes, characters; skips
   {language}/{split}-{i:05d}-of-{n:05d}.tfrecord   tf.train.Example records, sorted by content hash
 
-Each record has `text` (the file's UTF-8 bytes, unchanged) and `path` (relative to its source root),
-the feature names SeqIO's TFExampleDataSource reads.
+Each record has `text` (the file's UTF-8 bytes, unchanged unless PII redaction replaced some), `path`
+(relative to its source root, or "repo/path" of a dataset shard's row) and `license` (the SPDX
+expression its licence verdict found, "" for none); SeqIO's TFExampleDataSource reads `text`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Iterator
 import storage
 
 SPLITS = ("train", "validation")
-TEXT, PATH = "text", "path"
+TEXT, PATH, LICENSE = "text", "path", "license"
 
 
 def shard_name(language: str, split: str, index: int, num_shards: int) -> str:
@@ -31,12 +32,14 @@ def shard_files(corpus_dir: str, language: str, split: str) -> list[str]:
   return storage.glob(shard_pattern(corpus_dir, language, split))
 
 
-def encode(text: str, path: str) -> bytes:
+def encode(text: str, path: str, license: str = "") -> bytes:
   """One serialized tf.train.Example."""
   import tensorflow as tf  # heavy: only where records are made
 
-  feature = {TEXT: tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")])),
-             PATH: tf.train.Feature(bytes_list=tf.train.BytesList(value=[path.encode("utf-8")]))}
+  def value(string: str):
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[string.encode("utf-8")]))
+
+  feature = {TEXT: value(text), PATH: value(path), LICENSE: value(license)}
   # Features are a protobuf map, written in an order that varies between processes unless sorted:
   # `deterministic=True` makes a record's bytes depend on its content alone.
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)

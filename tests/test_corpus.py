@@ -53,8 +53,8 @@ def make_tree(root):
     f.write(b"print('in a latin-1 folder')\n")
 
 
-EXPECTED_SKIPS = {"symlink": 2, "not_code": 1, "undecodable_name": 2, "capped": 0, "unreadable": 0, "empty": 1, "too_large": 1,
-                  "binary": 1, "not_utf8": 1, "duplicate": 1, "near_duplicate": 0}
+EXPECTED_SKIPS = dict(dict.fromkeys(corpus.SKIP_REASONS, 0), symlink=2, not_code=1, undecodable_name=2, empty=1,
+                      too_large=1, binary=1, not_utf8=1, duplicate=1)
 
 
 def read_corpus(corpus_dir):
@@ -158,9 +158,15 @@ def test_stats_match_records(built):
           "files": len(texts),
           "bytes": sum(len(t.encode("utf-8")) for t in texts),
           "characters": sum(len(t) for t in texts)}
-  assert stats[0]["options"] == {"validation_share": 0.5, "num_shards": 2, "max_file_bytes": MAX_FILE_BYTES,
-                                 "max_files_per_language": None, "near_dedup": True, "near_dup_threshold": 0.7,
-                                 "near_dup_num_perm": 256, "near_dup_shingle_size": 5}
+  options = stats[0]["options"]
+  assert {key: options[key] for key in (
+      "validation_share", "num_shards", "max_file_bytes", "max_files_per_language", "near_dedup",
+      "near_dup_threshold", "near_dup_num_perm", "near_dup_shingle_size", "shards")} == {
+          "validation_share": 0.5, "num_shards": 2, "max_file_bytes": MAX_FILE_BYTES,
+          "max_files_per_language": None, "near_dedup": True, "near_dup_threshold": 0.7,
+          "near_dup_num_perm": 256, "near_dup_shingle_size": 5, "shards": 0}
+  assert options["license_filter"] and options["quality"] and options["decontaminate"]
+  assert not options["pii"]
   on_disk = (output / "stats.json").read_text()
   assert str(output) not in on_disk and "proj" not in on_disk  # no absolute paths
 
@@ -202,7 +208,8 @@ def test_rebuild_with_other_num_shards_removes_stale(built, tmp_path, capsys):
   assert "removed stale shard" in out and "python" in out and "total" in out
   names = sorted(file_bytes(output))
   expected = sorted([os.path.join(language, f"{split}-00000-of-00001.tfrecord")
-                     for language in stats["languages"] for split in records.SPLITS] + ["stats.json"])
+                     for language in stats["languages"] for split in records.SPLITS]
+                    + ["stats.json", corpus.PROBLEMS_FILE, corpus.DECONTAMINATED_FILE])
   assert names == expected
   assert sum(s["validation"]["files"] for s in stats["languages"].values()) == 0
 
@@ -320,7 +327,8 @@ def test_corpus_written_to_a_url(tmp_path):
     written = sorted(os.path.relpath(os.path.join(directory, name), output)
                      for directory, _, names in tf.io.gfile.walk(output) for name in names)
     expected = sorted([os.path.join(language, f"{split}-00000-of-00001.tfrecord")
-                       for language in stats["languages"] for split in records.SPLITS] + ["stats.json"])
+                       for language in stats["languages"] for split in records.SPLITS]
+                    + ["stats.json", corpus.PROBLEMS_FILE, corpus.DECONTAMINATED_FILE])
     assert written == expected
     with tf.io.gfile.GFile(f"{output}/stats.json") as f:
       assert json.load(f) == stats
