@@ -234,6 +234,25 @@ def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
   return load_sizes(cache_dir, names)
 
 
+TABLE3_FILE = "table3.md"
+
+
+def paper_table3(sizes: Mapping[str, CachedSizes]) -> str:
+  """The paper's Table 3 for this corpus: each language's extensions and share of the examples in SeqIO's
+  cache (train split), beside the paper's share (000_..., Appendix C), as Markdown."""
+  total = sum(size.documents for size in sizes.values())
+  lines = ["| language | extensions | examples | share (%) | paper's share (%) |", "|---|---|---|---|---|"]
+  for language in LANGUAGES:
+    size = sizes.get(task_name(language))
+    if size is None:
+      continue
+    share = 100.0 * size.documents / total if total else 0.0
+    lines.append(f"| {language.display_name} | {' '.join(language.extensions)} | {size.documents:,} | "
+                 f"{share:.2f} | {language.natural_share:.2f} |")
+  lines.append(f"| total | | {total:,} | 100.00 | |")
+  return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--corpus", required=True, help="corpus directory from `python -m data.corpus`")
@@ -252,6 +271,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   for name, c in counts.items():
     print(f"{name:<20} {c.documents:>10,} {c.tokens:>14,}")
   print(f"cached in {args.cache_dir or default_cache_dir(args.corpus)}")
+  table = storage.join(args.corpus, TABLE3_FILE)
+  storage.write_atomic(table, paper_table3(counts))
+  print(f"the paper's Table 3 for this corpus (shares of the cached train examples): {table}")
 
 
 if __name__ == "__main__":

@@ -87,6 +87,16 @@ def test_beam_caching_counts_files_tokens_and_document_lengths(corpus, tmp_path)
   assert sorted(ex["targets"].tolist() for ex in cached.as_numpy_iterator()) == sorted(_targets("code_go", 100_000))
 
 
+def test_paper_table3_from_the_cache_counts():
+  sizes = {"code_go": tasks.CachedSizes(30, 900, ((30, 30),)), "code_python": tasks.CachedSizes(10, 100, ((10, 10),))}
+  table = tasks.paper_table3(sizes).splitlines()
+  assert table[0].startswith("| language | extensions | examples | share (%)")
+  # In the paper's language order (Python before Go), its share beside ours.
+  assert table[2] == "| Python | .py .py3 .pyi .pyw .pxi | 10 | 25.00 | 16.80 |"
+  assert table[3] == "| Go | .go | 30 | 75.00 | 3.09 |"
+  assert table[4] == "| total | | 40 | 100.00 | |"
+
+
 def test_missing_length_histogram_is_an_error_that_says_what_to_run(corpus, tmp_path):
   root, vocab_path, _, _ = corpus
   cache = tmp_path / "cache"
