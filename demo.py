@@ -94,7 +94,19 @@ def corpus_line(corpus: str) -> str:
   ranked = sorted(files, key=files.get, reverse=True)
   shown = ", ".join(f"{DISPLAY.get(name, name)} {files[name]:,}" for name in ranked[:4])
   more = f", {len(ranked) - 4} more" if len(ranked) > 4 else ""
-  return f"{sum(files.values()):,} files, {size / 1e6:.1f} MB, {len(files)} languages: {shown}{more}"
+  return (f"{sum(files.values()):,} files, {size / 1e6:.1f} MB, {len(files)} languages: {shown}{more}"
+          f"; {removed_line(stats)}")
+
+
+def removed_line(stats: dict) -> str:
+  """What the corpus stages removed of the files read, grouped as the corpus builder runs them."""
+  skipped = stats["skipped"]
+  groups = {"unreadable or binary": ("unreadable", "malformed", "empty", "too_large", "binary", "not_utf8"),
+            "licence": ("license", "no_license"),
+            "quality": ("max_line_length", "mean_line_length", "alphanum_fraction", "auto_generated", "data_like"),
+            "duplicates": ("duplicate",), "near duplicates": ("near_duplicate",), "benchmark text": ("decontaminated",)}
+  parts = ", ".join(f"{name} {sum(skipped.get(r, 0) for r in reasons):,}" for name, reasons in groups.items())
+  return f"of {stats['stages']['read']['files']:,} read, removed: {parts}"
 
 
 def vocab_line(corpus: str, vocab_size: int, extra_ids: int, chars_per_language: int) -> str:

@@ -15,7 +15,7 @@ _WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit"
 _USER_ENV = {k: v for k, v in os.environ.items()
              if k not in ("JAX_PLATFORMS", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL", "CODELM_VERBOSE", "COLUMNS")}
 # Progress bars are the only stderr a quiet stage may write: the corpus scan, training, sampling.
-_PROGRESS = re.compile(r"(scanning \S+|train|sampling \(step \d+\)): ")
+_PROGRESS = re.compile(r"(scanning \S+|detecting licences|train|sampling \(step \d+\)): ")
 
 
 def _source_tree(root):
@@ -52,8 +52,9 @@ def test_demo_stages_leave_no_library_noise_on_stderr(tmp_path):
   stages = [line for line in lines if re.match(r"\[\d/7\] ", line)]
   assert [line.split()[1] for line in stages] == ["corpus", "vocabulary", "tasks", "mixtures", "model", "train",
                                                   "sample"], done.stdout
-  assert re.search(r"\[1/7\] corpus +[\d,]+ files, [\d.]+ MB, 2 languages: (Python|Go) \d+, (Python|Go) \d+  \(\d+ s\)",
-                   done.stdout), done.stdout
+  assert re.search(r"\[1/7\] corpus +[\d,]+ files, [\d.]+ MB, 2 languages: (Python|Go) \d+, (Python|Go) \d+; of 120 "
+                   r"read, removed: unreadable or binary 0, licence 0, quality 0, duplicates 0, near duplicates \d+, "
+                   r"benchmark text 0  \(\d+ s\)", done.stdout), done.stdout
   assert re.search(r"\[6/7\] train +4 steps: loss [\d.]+ \(steps 1-2\) -> [\d.]+ \(steps 3-4\)", done.stdout)
   assert re.search(r"\[7/7\] sample +\d+ completions of 4 prompts", done.stdout)
   for where in ("corpus/spm.model", "mixtures.png", "run/checkpoints/", "run/metrics.jsonl", "run/tensorboard",
