@@ -7,9 +7,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from data import corpus
+from data import near_dedup
 from data import records
 
 MAX_FILE_BYTES = 4096
@@ -922,6 +924,49 @@ def test_code_shingles():
   assert corpus.code_shingles("x=1") == corpus.code_shingles("  x =\n\t1\n") == {b"x = 1"}  # < 5 tokens: one
   assert corpus.code_shingles(" \n\t") == set()
   assert corpus.code_shingles(PY_INVENTORY) == corpus.code_shingles(PY_REFORMATTED)
+
+
+def test_shingle_hashes_are_one_per_distinct_shingle():
+  from data.near_dedup import shingle_hashes
+
+  for text in (PY_INVENTORY, PY_GRAPH, GO_LRU, JS_DEBOUNCE, "a = f(x)  # hi", "x=1"):
+    hashes = shingle_hashes(text)
+    assert hashes.dtype == np.uint32 and list(hashes) == sorted(set(hashes.tolist()))
+    assert len(hashes) == len(corpus.code_shingles(text))  # no collision here, none merged or lost
+  assert len(shingle_hashes(" \n\t")) == 0
+  assert np.array_equal(shingle_hashes(PY_INVENTORY), shingle_hashes(PY_REFORMATTED))
+  # A shingle's hash depends on its tokens and their order, not on where it occurs.
+  assert set(shingle_hashes("a b c d e")) <= set(shingle_hashes("z a b c d e y"))
+  assert not np.array_equal(shingle_hashes("a b c d e"), shingle_hashes("e d c b a"))
+
+
+def test_shingle_hashes_are_the_same_in_every_process():
+  # Workers must agree on signatures: nothing may depend on Python's per-process string hash seed.
+  from data.near_dedup import shingle_hashes
+
+  code = ("import sys; sys.path.insert(0, '.'); from data.near_dedup import shingle_hashes; "
+          "print(shingle_hashes(open(sys.argv[1]).read()).tolist())")
+  path = os.path.join(os.path.dirname(__file__), "test_corpus.py")
+  root = os.path.dirname(os.path.dirname(__file__))
+  for seed in ("1", "2"):
+    out = subprocess.run([sys.executable, "-c", code, path], check=True, capture_output=True, text=True,
+                         cwd=root, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+    assert json.loads(out) == shingle_hashes(open(path).read()).tolist()
+
+
+def test_signatures_estimate_the_shingle_jaccard():
+  bands, rows = corpus.lsh_bands(0.7)
+  minhash = near_dedup.MinHashBands(256, bands, rows, 5)
+  minhash.setup()
+
+  def signature(text):
+    return next(iter(minhash.process(("d", "p", "python", text))))[1][1]
+
+  for a, b in [(PY_INVENTORY, PY_COMMENT), (PY_INVENTORY, PY_RENAMED), (GO_LRU, GO_COMMENT),
+               (PY_INVENTORY, PY_GRAPH), (GO_LRU, GO_TOKENS)]:
+    # 256 permutations: the estimate's standard deviation is at most 0.5 / 16 = 0.031; 4 of them.
+    assert abs(corpus.estimated_jaccard(signature(a), signature(b)) - jaccard(a, b)) < 0.125
+  assert corpus.estimated_jaccard(signature(PY_INVENTORY), signature(PY_REFORMATTED)) == 1.0
 
 
 def test_lsh_bands_are_datasketchs():
