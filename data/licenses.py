@@ -200,7 +200,31 @@ def detect_licenses(text: str) -> tuple[str, ...]:
     return ()
   index, scancode_detect = _scancode()
   detections = scancode_detect(index=index, query_string=text)
-  return tuple(sorted({d.license_expression_spdx for d in detections if d.license_expression_spdx}))
+  found = (_without_non_licenses(d.license_expression_spdx) for d in detections if d.license_expression_spdx)
+  return tuple(sorted({expression for expression in found if expression}))
+
+
+def _without_non_licenses(expression: str) -> str:
+  """`expression` less the operands of its ANDs that license nothing (_NOT_LICENSES: a CLA, a disclaimer).
+
+  ScanCode joins what one passage mentions: tokio's README gives "Apache-2.0 WITH LLVM-exception AND
+  LicenseRef-scancode-generic-cla", its contributing section, which must not make the crate non-permissive.
+  """
+  try:
+    parsed = _licensing().parse(expression)
+  except license_expression.ExpressionError:
+    return expression  # verdict_of_expression says why
+
+  def keep(node: Any) -> Any:
+    if isinstance(node, license_expression.LicenseSymbol):
+      return None if node.key in _NOT_LICENSES else node
+    if isinstance(node, _licensing().AND):
+      kept = [k for k in (keep(arg) for arg in node.args) if k is not None]
+      return None if not kept else kept[0] if len(kept) == 1 else _licensing().AND(*kept)
+    return node
+
+  kept = keep(parsed)
+  return "" if kept is None else str(kept)
 
 
 def _posix_dir(path: str) -> str:
