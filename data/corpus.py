@@ -458,6 +458,9 @@ _READ_STAGES = frozenset(("unreadable", "malformed", "empty", "too_large", "bina
 # ----------------------------------------------------------------------------------------------
 # Driver side again: licences of the trees, stats, clean-up, report.
 
+_LICENSE_FILE_BYTES = 200_000  # a licence is a few KB; a README can be long, and its licence section is early
+
+
 def tree_license_verdicts(files: list[SourceFile], license_files: list[tuple[str, str]]) -> list[LicenseVerdict]:
   """Each file's verdict from the licence files found on its directory path (licenses.TreeLicenses)."""
   found: dict[str, set[str]] = collections.defaultdict(set)
@@ -465,14 +468,14 @@ def tree_license_verdicts(files: list[SourceFile], license_files: list[tuple[str
                                    disable=not license_files):
     try:
       text = storage.read_bytes(path)[:_LICENSE_FILE_BYTES].decode("utf-8", "replace")
-    except OSError:
+    except OSError as error:  # its directory's files may lose their licence: say which
+      print(f"could not read licence file {path} ({error}); its directory's licences are those of the others")
       continue
     found[directory].update(licenses.detect_licenses(text))
   tree = licenses.TreeLicenses({directory: sorted(ids) for directory, ids in found.items() if ids})
   return [tree.verdict(relpath) for _, relpath, _ in files]
 
 
-_LICENSE_FILE_BYTES = 200_000  # a licence is a few KB; a README can be long, and its licence section is early
 def remove_stale_shards(output: str, expected: set[str]) -> list[str]:
   """Deletes shard files (and leftover .tmp) that this run did not write, e.g. from another num_shards."""
   removed = []

@@ -281,3 +281,13 @@ def test_pii_redaction_when_asked(tmp_path):
   assert on["pii"]["items"] == {"email": 1, "ip_address": 1}
   # Placement stays the original text's: the redacted file lands in the same split and shard.
   assert on["languages"]["python"]["train"]["files"] == off["languages"]["python"]["train"]["files"]
+
+
+def test_an_unreadable_licence_file_is_said_and_the_others_count(tmp_path, capsys):
+  (tmp_path / "repo").mkdir()
+  (tmp_path / "repo" / "LICENSE").write_text(MIT, encoding="utf-8")
+  files = [(str(tmp_path / "repo" / "a.py"), "repo/a.py", "python")]
+  gone = str(tmp_path / "repo" / "COPYING")  # listed by the crawl, deleted before it was read
+  verdicts = corpus.tree_license_verdicts(files, [(gone, "repo"), (str(tmp_path / "repo" / "LICENSE"), "repo")])
+  assert [v.verdict for v in verdicts] == ["permissive"] and verdicts[0].license == "MIT"
+  assert f"could not read licence file {gone}" in capsys.readouterr().out
