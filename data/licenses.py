@@ -199,13 +199,26 @@ def detect_licenses(text: str) -> tuple[str, ...]:
   if not text.strip():
     return ()
   index, scancode_detect = _scancode()
-  detections = scancode_detect(index=index, query_string=text)
-  found = (_without_non_licenses(d.license_expression_spdx) for d in detections if d.license_expression_spdx)
+  detections = [d for d in scancode_detect(index=index, query_string=text) if d.license_expression_spdx]
+  if any(_is_full_text(m) for d in detections for m in d.matches):
+    # Beside a licence's text, a few words ("GPL-compatible", "released under the GPL" in CPython's LICENSE
+    # history table) mention another licence, they do not grant it; a notice (Apache's, 70 tokens) does.
+    detections = [d for d in detections if any(m.len() >= _MENTION_TOKENS for m in d.matches)]
+  found = (_without_non_licenses(d.license_expression_spdx) for d in detections)
   return tuple(sorted({expression for expression in found if expression}))
 
 
+_FULL_TEXT_TOKENS = 50  # matched tokens of a licence text that make it the file's licence (MIT's text: ~160)
+_MENTION_TOKENS = 10  # fewer matched tokens, beside a full text: a mention
+
+
+def _is_full_text(match: Any) -> bool:
+  return bool(match.rule.is_license_text) and match.len() >= _FULL_TEXT_TOKENS
+
+
 def _without_non_licenses(expression: str) -> str:
-  """`expression` less the operands of its ANDs that license nothing (_NOT_LICENSES: a CLA, a disclaimer).
+  """`expression` less the operands of its ANDs that license nothing (_NOT_LICENSES: a CLA, a disclaimer;
+  an unknown-license-reference beside a named licence).
 
   ScanCode joins what one passage mentions: tokio's README gives "Apache-2.0 WITH LLVM-exception AND
   LicenseRef-scancode-generic-cla", its contributing section, which must not make the crate non-permissive.
@@ -220,6 +233,9 @@ def _without_non_licenses(expression: str) -> str:
       return None if node.key in _NOT_LICENSES else node
     if isinstance(node, _licensing().AND):
       kept = [k for k in (keep(arg) for arg in node.args) if k is not None]
+      # "See LICENSE" ANDed to the licence it points at (npm's "Artistic-2.0 AND ...unknown-license-reference").
+      named = [k for k in kept if not (isinstance(k, license_expression.LicenseSymbol) and k.key == _UNKNOWN_REFERENCE)]
+      kept = named or kept
       return None if not kept else kept[0] if len(kept) == 1 else _licensing().AND(*kept)
     return node
 

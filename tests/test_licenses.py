@@ -300,6 +300,17 @@ def test_a_contribution_clause_does_not_make_a_readme_non_permissive(source_tree
   assert TreeLicenses({"widget": found}).verdict("widget/src/lib.rs").verdict == PERMISSIVE
 
 
+def test_a_licence_text_mentioning_another_licence_is_that_licence(source_tree):
+  # CPython's LICENSE: its history table says "GPL-compatible" and "released under the GPL"; ScanCode
+  # reads both as GPL-1.0-or-later, which dropped the whole stdlib from make demo's corpus.
+  history = ("\n\nHISTORY\n\nReleases 0.9 to 1.2 of this library were GPL-compatible; the 0.8 branch was "
+             "released under the GPL.\n")
+  assert detect_licenses(MIT_TEXT + history) == ("MIT",)
+  # The same words without a licence text beside them license the file.
+  assert detect_licenses("widget\n\nThis library is released under the GPL.\n") == ("GPL-1.0-or-later",)
+  assert detect_licenses(MIT_TEXT + "\n\n" + APACHE_NOTICE) == ("Apache-2.0", "MIT")  # a notice is no mention
+
+
 def test_detector_index_is_loaded_once(source_tree):
   detect_licenses(MIT_TEXT)
   detect_licenses(GPL3_NOTICE)
@@ -320,3 +331,16 @@ def test_tree_verdicts_from_detected_licences(source_tree):
   assert (gpl.verdict, gpl.license) == (NON_PERMISSIVE, "GPL-3.0-or-later")
   assert gpl.reason == "GPL-3.0-or-later is not on the permissive list"
   assert tree.verdict("repo_c/c.py") == LicenseVerdict(NO_LICENSE, "", "no license found on the path")
+
+
+@pytest.mark.parametrize("detected, kept", [
+    ("Apache-2.0 WITH LLVM-exception AND LicenseRef-scancode-generic-cla", "Apache-2.0 WITH LLVM-exception"),
+    ("LicenseRef-scancode-generic-cla", ""),
+    ("MIT AND (GPL-3.0-only AND LicenseRef-scancode-dco-1.1)", "MIT AND GPL-3.0-only"),
+    # npm's LICENSE: the Artistic licence and a "see LICENSE" pointing at it.
+    ("Artistic-2.0 AND LicenseRef-scancode-unknown-license-reference", "Artistic-2.0"),
+    ("LicenseRef-scancode-unknown-license-reference", "LicenseRef-scancode-unknown-license-reference"),
+    ("MIT OR GPL-2.0-only", "MIT OR GPL-2.0-only"),
+])
+def test_what_licenses_nothing_leaves_a_detection(detected, kept):
+  assert licenses._without_non_licenses(detected) == kept
