@@ -464,14 +464,20 @@ _LICENSE_FILE_BYTES = 200_000  # a licence is a few KB; a README can be long, an
 def tree_license_verdicts(files: list[SourceFile], license_files: list[tuple[str, str]]) -> list[LicenseVerdict]:
   """Each file's verdict from the licence files found on its directory path (licenses.TreeLicenses)."""
   found: dict[str, set[str]] = collections.defaultdict(set)
+  truncated = 0
   for path, directory in tqdm.tqdm(license_files, desc="detecting licences", unit=" files", leave=False,
                                    disable=not license_files):
     try:
-      text = storage.read_bytes(path)[:_LICENSE_FILE_BYTES].decode("utf-8", "replace")
+      data = storage.read_bytes(path)
+      truncated += len(data) > _LICENSE_FILE_BYTES
+      text = data[:_LICENSE_FILE_BYTES].decode("utf-8", "replace")
     except OSError as error:  # its directory's files may lose their licence: say which
       print(f"could not read licence file {path} ({error}); its directory's licences are those of the others")
       continue
     found[directory].update(licenses.detect_licenses(text))
+  if truncated:
+    print(f"{truncated:,} licence files over {_LICENSE_FILE_BYTES:,} bytes: licences read from their first "
+          f"{_LICENSE_FILE_BYTES:,} bytes only")
   tree = licenses.TreeLicenses({directory: sorted(ids) for directory, ids in found.items() if ids})
   return [tree.verdict(relpath) for _, relpath, _ in files]
 

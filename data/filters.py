@@ -38,6 +38,14 @@ class LicensePolicy:
   def as_dict(self) -> dict:
     return {"license_filter": self.enabled, "no_license": self.no_license}
 
+  def removal_reason(self, verdict: licenses.LicenseVerdict) -> str | None:
+    """The skip reason of a file of this verdict, or None when the policy keeps it."""
+    if not self.enabled or verdict.verdict == licenses.PERMISSIVE:
+      return None
+    if verdict.verdict == licenses.NON_PERMISSIVE:
+      return LICENSE_REASON
+    return NO_LICENSE_REASON if self.no_license == "drop" else None
+
 
 def text_bytes(record: tuple) -> int:
   return len(record[3].encode("utf-8", "surrogatepass"))
@@ -54,12 +62,8 @@ class LicenseAndQuality(beam.DoFn):
     digest, relpath, language, text, license_value = record
     verdict = (license_value if isinstance(license_value, licenses.LicenseVerdict)
                else licenses.verdict_of_column(license_value))
-    reason = None
-    if self._policy.enabled and verdict.verdict == licenses.NON_PERMISSIVE:
-      reason = LICENSE_REASON
-    elif self._policy.enabled and verdict.verdict == licenses.NO_LICENSE and self._policy.no_license == "drop":
-      reason = NO_LICENSE_REASON
-    elif self._quality is not None:
+    reason = self._policy.removal_reason(verdict)
+    if reason is None and self._quality is not None:
       reason = self._quality.failed_rule(text, language)
     if reason is not None:
       yield beam.pvalue.TaggedOutput(SKIPPED, (reason, language, text_bytes(record)))

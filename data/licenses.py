@@ -269,10 +269,3 @@ class TreeLicenses:
     if any(verdict_of_expression(i).verdict == PERMISSIVE for i in ids):
       ids.discard(_UNKNOWN_REFERENCE)
     return _verdict_of_all(sorted(ids), "on the path")
-
-
-def is_kept(verdict: LicenseVerdict, no_license: str = "keep") -> bool:
-  """Whether the corpus keeps a file of this verdict under the no-licence policy (NO_LICENSE_POLICIES)."""
-  if no_license not in NO_LICENSE_POLICIES:
-    raise ValueError(f"no_license policy must be one of {NO_LICENSE_POLICIES}, not {no_license!r}")
-  return verdict.verdict == PERMISSIVE or (verdict.verdict == NO_LICENSE and no_license == "keep")

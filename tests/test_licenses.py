@@ -7,32 +7,12 @@ import sys
 import pytest
 
 from data import licenses
+from data.filters import LicensePolicy
+from licence_texts import MIT_TEXT
 from data.licenses import (NO_LICENSE, NON_PERMISSIVE, PERMISSIVE, PERMISSIVE_LICENSES, LicenseVerdict,
-                           TreeLicenses, detect_licenses, is_kept, is_license_file, verdict_of_column,
+                           TreeLicenses, detect_licenses, is_license_file, verdict_of_column,
                            verdict_of_expression)
 
-MIT_TEXT = """MIT License
-
-Copyright (c) 2024 Example Author
-
-Permission is hereby granted, free of charge, to any person obtaining a copy
-of this software and associated documentation files (the "Software"), to deal
-in the Software without restriction, including without limitation the rights
-to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
-copies of the Software, and to permit persons to whom the Software is
-furnished to do so, subject to the following conditions:
-
-The above copyright notice and this permission notice shall be included in all
-copies or substantial portions of the Software.
-
-THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
-IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
-FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
-AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
-LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
-OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
-SOFTWARE.
-"""
 
 # Apache-2.0's grant notice (its appendix "How to apply the Apache License to your work").
 APACHE_NOTICE = """Copyright 2024 Example Author
@@ -182,10 +162,13 @@ def test_unreadable_columns_are_non_permissive(bad):
 def test_no_license_policy():
   assert licenses.NO_LICENSE_POLICIES == ("keep", "drop")
   permissive, none, refused = (verdict_of_expression(e) for e in ("MIT", None, "GPL-3.0"))
-  assert [is_kept(v) for v in (permissive, none, refused)] == [True, True, False]  # The Stack keeps no_license
-  assert [is_kept(v, "drop") for v in (permissive, none, refused)] == [True, False, False]
+  keep, drop = LicensePolicy(), LicensePolicy(no_license="drop")
+  # The Stack keeps no_license.
+  assert [keep.removal_reason(v) for v in (permissive, none, refused)] == [None, None, "license"]
+  assert [drop.removal_reason(v) for v in (permissive, none, refused)] == [None, "no_license", "license"]
+  assert LicensePolicy(enabled=False).removal_reason(refused) is None
   with pytest.raises(ValueError):
-    is_kept(none, "maybe")
+    LicensePolicy(no_license="maybe")
 
 
 # -- licence file names ----------------------------------------------------------------------------------
