@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 
 from evaluation import typed
 from evaluation.execution import Execution
@@ -43,52 +44,87 @@ class Outcome:
     return [c is Case.PASSED for c in self.cases]
 
 
+MALFORMED = "forged or malformed record"  # the detail's start where a record could not be read
+# A test case index as the harnesses print it: ASCII digits that fit an int64 ("²".isdigit() is true,
+# and int() of 5,000 digits raises).
+_INDEX = re.compile(r"-?[0-9]{1,18}")
+
+
+class _Forged(Exception):
+  """A record no harness prints: its message is the verdict's detail."""
+
+
+@dataclasses.dataclass
+class _Reading:
+  """The cases read so far from one program's records."""
+  cases: list
+  details: list
+  order: list = dataclasses.field(default_factory=list)
+
+
 def judge(question: Question, execution: Execution, tolerance: typed.Tolerance = typed.PAPER_TOLERANCE) -> Outcome:
   """The question's verdict from what its program printed; floats compared within
-  `tolerance.of(question)` (1e-6, or 1e-9 where the expected values are doubles)."""
+  `tolerance.of(question)` (1e-6, or 1e-9 where the expected values are doubles). Total: whatever the
+  program printed is a verdict, never an exception."""
   n = len(question.test_cases)
-  epsilon = tolerance.of(question)
   if execution.compile_failed:
     step = next(s for s in execution.compile if s.exit_code != 0)
     why = "compile step timed out" if step.timed_out else _tail(execution.stderr, 600)
     return Outcome(Status.COMPILE_ERROR, (Case.MISSING,) * n, why)
   by_idx = {case.idx: i for i, case in enumerate(question.test_cases)}
-  cases: list[Case | None] = [None] * n
-  details: list[str] = [""] * n
-  order: list[int] = []
+  reading = _Reading([None] * n, [""] * n)
+  epsilon = tolerance.of(question)
   forged = ""
-  for line in execution.stdout.splitlines():
+  # "\n" only: str.splitlines would also split a record at a "\x1c" or "\u2028" inside a string value.
+  for line in execution.stdout.split("\n"):
     if not line.startswith(RECORD_PREFIX):
       continue
-    parts = line[len(RECORD_PREFIX):].split(" ", 2)
-    if len(parts) < 2 or not parts[0].lstrip("-").isdigit() or int(parts[0]) not in by_idx \
-        or parts[1] not in ("ok", "exception"):
-      forged = forged or f"garbled record {line[:120]!r}"
-      continue
-    i = by_idx[int(parts[0])]
-    if cases[i] is not None or (order and i <= order[-1]):
-      forged = forged or f"a second or out-of-order record for test case {question.test_cases[i].idx}"
-      continue
-    order.append(i)
-    payload = parts[2] if len(parts) > 2 else ""
-    if parts[1] == "exception":
-      cases[i], details[i] = Case.EXCEPTION, payload[:300]
-      continue
     try:
-      actual = typed.decode(question.return_type, json.loads(payload), "returned value")
-    except (ValueError, RecursionError) as error:
-      cases[i], details[i] = Case.EXCEPTION, f"unreadable value: {str(error)[:200]}"
-      continue
-    expected = question.test_cases[i].output
-    if typed.equal(question.return_type, expected, actual, epsilon):
-      cases[i] = Case.PASSED
-    else:
-      cases[i] = Case.FAILED
-      details[i] = f"expected {payload_of(question, expected)}, got {payload[:200]}"
-  final = tuple(c if c is not None else Case.MISSING for c in cases)
+      _read(question, by_idx, epsilon, line, reading)
+    except _Forged as error:
+      forged = forged or str(error)
+    except Exception as error:  # noqa: BLE001 - the one guard: no record may raise out of the judge
+      forged = forged or f"{MALFORMED} ({type(error).__name__}) {_show(line)}"
+  final = tuple(c if c is not None else Case.MISSING for c in reading.cases)
   if forged:  # printed records of its own: nothing it printed can be trusted
-    return Outcome(Status.ERROR, tuple(Case.FAILED if c is Case.PASSED else c for c in final),
-                   f"forged records: {forged}")
+    return Outcome(Status.ERROR, tuple(Case.FAILED if c is Case.PASSED else c for c in final), forged)
+  return _verdict(question, execution, final, reading.details)
+
+
+def _read(question: Question, by_idx: dict, epsilon: float, line: str, reading: _Reading) -> None:
+  """One record line into `reading`; _Forged where no harness prints it."""
+  parts = line[len(RECORD_PREFIX):].split(" ", 2)
+  if len(parts) < 2 or not _INDEX.fullmatch(parts[0]) or int(parts[0]) not in by_idx \
+      or parts[1] not in ("ok", "exception"):
+    raise _Forged(f"forged records: garbled record {_show(line)}")
+  i = by_idx[int(parts[0])]
+  if reading.cases[i] is not None or (reading.order and i <= reading.order[-1]):
+    raise _Forged(f"forged records: a second or out-of-order record for test case "
+                  f"{question.test_cases[i].idx}")
+  reading.order.append(i)
+  payload = parts[2] if len(parts) > 2 else ""
+  if parts[1] == "exception":
+    reading.cases[i], reading.details[i] = Case.EXCEPTION, payload[:300]
+    return
+  try:
+    data = json.loads(payload)
+  except (ValueError, RecursionError) as error:  # not JSON, too deep, an int of 5,000 digits
+    raise _Forged(f"{MALFORMED} for test case {question.test_cases[i].idx}: {type(error).__name__} "
+                  f"{_show(payload)}") from None
+  try:
+    actual = typed.decode(question.return_type, data, "returned value")
+  except ValueError as error:  # well-formed data of another type: what the function returned
+    reading.cases[i], reading.details[i] = Case.EXCEPTION, f"unreadable value: {str(error)[:200]}"
+    return
+  expected = question.test_cases[i].output
+  if typed.equal(question.return_type, expected, actual, epsilon):
+    reading.cases[i] = Case.PASSED
+  else:
+    reading.cases[i] = Case.FAILED
+    reading.details[i] = f"expected {payload_of(question, expected)}, got {payload[:200]}"
+
+
+def _verdict(question: Question, execution: Execution, final: tuple, details: list) -> Outcome:
   run = execution.run
   if all(c is Case.PASSED for c in final):
     return Outcome(Status.PASSED, final, "")
@@ -102,6 +138,10 @@ def judge(question: Question, execution: Execution, tolerance: typed.Tolerance =
                               if run is not None else "")
   return Outcome(Status.FAILED, final, f"test case {question.test_cases[first].idx} "
                                        f"{final[first].value}: {detail}")
+
+
+def _show(text: str) -> str:
+  return repr(text[:120])
 
 
 def payload_of(question: Question, value) -> str:

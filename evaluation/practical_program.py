@@ -7,12 +7,14 @@ module runs one completion that way (`run_problem`), and practical.py scores a p
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import importlib.metadata
 import io
 import json
 import os
+import re
 import secrets
 import threading
 import tokenize
@@ -123,14 +125,34 @@ def _end_line(completion: str) -> int:
 
 def completion_code(problem: Problem, completion: str) -> str:
   """The completion up to where the function ends (a new `def`, a `print(`, `if __name__`: whatever
-  starts at column 0), without trailing blank lines and column-0 comments ("# Example usage")."""
-  del problem  # the prompt always ends inside the function's body, after its docstring
+  starts at column 0), without trailing blank lines and column-0 comments ("# Example usage"). Where
+  Python's own parser reads prompt + cut as more than the function (a character tokenize and the
+  compiler read differently), it is cut again where Python sees the first module-level statement:
+  what runs in the sandbox is the function and nothing else, or does not compile."""
   completion = _normalise(completion)
   lines = _lines(completion)[:_end_line(completion)]
+  prompt = _normalise(problem.prompt)
+  while (end := _module_level_start(prompt, lines)) is not None:
+    lines = lines[:end]
   while lines and (not lines[-1].strip() or lines[-1].startswith("#")):
     lines.pop()
   text = "".join(lines)
   return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _module_level_start(prompt: str, lines: list[str]) -> int | None:
+  """The index in `lines` (the prompt's continuation) of the first statement that Python's parser puts
+  at module level, or None (none there, or it does not parse: then the sandbox's compile() fails too
+  and nothing runs)."""
+  try:
+    tree = ast.parse(prompt + "".join(lines))
+  except (SyntaxError, ValueError, MemoryError, RecursionError):  # ValueError: a null byte
+    return None
+  first = prompt.count("\n") + 1  # the source line of lines[0]
+  starts = [min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            for node in tree.body]
+  inside = [start - first for start in starts if start >= first]
+  return min(inside) if inside else None
 
 
 def generated_function(problem: Problem, completion: str) -> str:
@@ -167,8 +189,9 @@ def _codelm_main():
         # The failing line of the test (or solution), read from its source: exec'd text has no file.
         text = type(error).__name__ + (": " + str(error)[:200] if str(error) else "")
         lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
-        if lines and 0 < lines[-1] <= len(source.splitlines()):
-            text += " (line %d: %s)" % (lines[-1], source.splitlines()[lines[-1] - 1].strip())
+        numbered = source.split("\\n")  # as compile() numbers lines (splitlines also splits at "\\x0c")
+        if lines and 0 < lines[-1] <= len(numbered):
+            text += " (line %d: %s)" % (lines[-1], numbered[lines[-1] - 1].strip())
         return text
 
     def check(index, thunks):
@@ -187,8 +210,8 @@ def _codelm_main():
         source = f.read()
     try:
         code = compile(source, "solution.py", "exec")
-    except SyntaxError as e:
-        record("-", "compile", "%s: %s (line %s)" % (type(e).__name__, e.msg, e.lineno))
+    except (SyntaxError, ValueError) as e:  # ValueError: a null byte (Python 3.11)
+        record("-", "compile", "%s: %s (line %s)" % (type(e).__name__, getattr(e, "msg", e), getattr(e, "lineno", None)))
         return
     module = {"__name__": "solution", "__builtins__": __builtins__}
     try:
@@ -212,10 +235,18 @@ _codelm_main()
 '''
 
 
+_FORM_FEED_INDENT = re.compile(r"^[ \t\f]*\f", re.MULTILINE)
+
+
 def _normalise(text: str) -> str:
-  r"""Line breaks as Python reads a file: "\r\n" and a lone "\r" end a line too, so they become "\n"
-  before the completion is cut (else a "\r" smuggles module-level code past completion_code)."""
-  return text.replace("\r\n", "\n").replace("\r", "\n")
+  r"""Line breaks and indentation as Python reads a file: "\r\n" and a lone "\r" end a line too, so
+  they become "\n"; a form feed in a line's indentation resets Python's column count to 0 (tokenize's
+  does not), so the indentation up to the last one goes. Else a "\r" or "\f" smuggles module-level
+  code past completion_code. "\v", "\x1c"-"\x1e", "\x85", "\u2028", "\u2029" (line breaks to
+  str.splitlines) are no line break or indentation to Python: they stay, and code is never split at
+  them here."""
+  text = text.replace("\r\n", "\n").replace("\r", "\n")
+  return _FORM_FEED_INDENT.sub("", text)
 
 
 @functools.cache
@@ -244,44 +275,58 @@ def program(problem: Problem, code: str, reference: bool = False) -> base.Progra
 class _TestRecords:
   checks: list = dataclasses.field(default_factory=list)  # (check index, raw values) in order
   end: str | None = None                                   # "done", or "error <why>"
-  forged: bool = False                                     # records after the test ended
+  forged: str = ""                                         # why its records cannot be trusted
 
 
 def _records(result: execution.Execution, nonce: str, tests: int
              ) -> tuple[list[_TestRecords], tuple[str, str] | None]:
   """Each test's records, and a problem-wide error ("compile" or "module", why) or None."""
   records = [_TestRecords() for _ in range(tests)]
-  for line in result.stdout.splitlines():
+  for line in result.stdout.split("\n"):  # "\n" only, as the harness writes them
     fields = line.split(" ", 3)
     if len(fields) < 3 or fields[0] != nonce:
       continue
     test, kind, text = fields[1], fields[2], fields[3] if len(fields) > 3 else ""
     if test == "-":
       return records, (kind, text)
-    if not test.isdigit() or int(test) >= tests:
+    if not _INDEX.fullmatch(test) or int(test) >= tests:
       continue
     entry = records[int(test)]
     if entry.end is not None:
-      entry.forged = True
+      entry.forged = entry.forged or "records written after the test ended"
     elif kind == "check":
       try:
-        index, values = json.loads(text)
-        entry.checks.append((int(index), list(values)))
-      except (ValueError, TypeError):
-        entry.forged = True
+        entry.checks.append(_check_record(text))
+      except Exception as error:  # noqa: BLE001 - not JSON, too deep, an index of 1e400: forged
+        entry.forged = entry.forged or f"{MALFORMED} ({type(error).__name__})"
     elif kind in ("done", "error"):
       entry.end = "done" if kind == "done" else "error " + text
   return records, None
 
 
+# A test's index as the harness prints it ("²".isdigit() is true; int() of 5,000 digits raises).
+_INDEX = re.compile(r"[0-9]{1,9}")
+MALFORMED = "forged or malformed record"
+
+
+def _check_record(text: str) -> tuple[int, list]:
+  """`[index, values]` of a check record, exactly as the harness writes it; else ValueError."""
+  data = json.loads(text)
+  if type(data) is not list or len(data) != 2 or type(data[0]) is not int or type(data[1]) is not list:
+    raise ValueError("not [index, values]")
+  return data[0], data[1]
+
+
 def _test_outcome(test: assertions.RewrittenTest, candidate: _TestRecords, reference: _TestRecords) -> str:
   """"pass", "not run", or "fail <why>": every check that ran in the reference's run ran in the
   candidate's, in the same order, and holds for the candidate's leaf values (the reference's for the
-  leaves that do not depend on the candidate)."""
+  leaves that do not depend on the candidate). Total: a record that cannot be decoded or decided
+  fails the test ("fail forged or malformed record ..."), never raises."""
   if candidate.end is None:
     return "not run"
   if candidate.forged:
-    return "fail records written after the test ended"
+    return f"fail {candidate.forged}" if candidate.forged.startswith(MALFORMED) else \
+        f"fail {MALFORMED}: {candidate.forged}"
   if candidate.end != "done":
     return "fail " + candidate.end.removeprefix("error ")
   for n, ((index, values), (ref_index, ref_values)) in enumerate(zip(candidate.checks, reference.checks)):
@@ -289,16 +334,23 @@ def _test_outcome(test: assertions.RewrittenTest, candidate: _TestRecords, refer
     if index != ref_index:
       return f"fail assertion {n + 1} ran out of the reference's order (line {check.line}: {check.text})"
     if len(values) != len(check.slots):
-      return f"fail a malformed record for line {check.line}: {check.text}"
-    merged = [recorded_values.decode(v) if slot.candidate else recorded_values.decode(r)
-              for slot, v, r in zip(check.slots, values, ref_values)]
-    why = assertions.decide(check, merged)
+      return f"fail {MALFORMED} for line {check.line}: {check.text}"
+    try:
+      why = _decide(check, values, ref_values)
+    except Exception as error:  # noqa: BLE001 - the one guard: no record may raise out of the scorer
+      return f"fail {MALFORMED} for line {check.line} ({type(error).__name__}: {str(error)[:120]}): {check.text}"
     if why is not None:
       return "fail " + why
   if len(candidate.checks) != len(reference.checks):
     return (f"fail {len(candidate.checks)} assertions ran where the reference solution ran "
             f"{len(reference.checks)}")
   return "pass"
+
+
+def _decide(check: assertions.Check, values: list, ref_values: list) -> str | None:
+  merged = [recorded_values.decode(v) if slot.candidate else recorded_values.decode(r)
+            for slot, v, r in zip(check.slots, values, ref_values)]
+  return assertions.decide(check, merged)
 
 
 class ReferenceFailure(RuntimeError):

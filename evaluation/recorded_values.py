@@ -166,11 +166,58 @@ class Unrecorded:
   __array__ = _refuse  # numpy would otherwise wrap it in an object array and compare elementwise
 
 
+class MalformedRecord(ValueError):
+  """Data `encode` never writes: a forged or cut record."""
+
+
+# What one decoded array may allocate: far above what MAX_CHARS of record can describe, far below
+# what a forged dtype ("<U100000000" for each of 10,000 items) would take of the scorer's memory.
+MAX_ARRAY_BYTES = 1 << 28
+_ARRAY_KINDS = "biufcUSOMm"  # the dtype kinds encode writes (_array)
+# tag -> number of fields after it, for the tags whose fields are fixed
+_ARITY = {"none": 0, "bool": 1, "int": 1, "str": 1, "float": 1, "complex": 2, "bytes": 1, "list": 1,
+          "tuple": 1, "set": 1, "frozenset": 1, "dict": 1, "Counter": 1, "OrderedDict": 1,
+          "defaultdict": 1, "Decimal": 1, "Fraction": 2, "date": 1, "datetime": 1, "time": 1,
+          "timedelta": 3, "ndarray": 3, "ndarray_item": 1, "series": 4, "frame": 3, "index": 3,
+          "range_index": 4, "multi_index": 2, "nat": 0, "na": 0, "timestamp": 2, "pd_timedelta": 1,
+          "unrecorded": 1}
+_FIELD_TYPES = {"bool": bool, "int": int, "str": str, "float": str, "complex": str, "bytes": str,
+                "Decimal": str, "Fraction": int, "date": str, "datetime": str, "time": str,
+                "timedelta": int, "pd_timedelta": int}
+
+
+def _check(data) -> str:
+  """`data`'s tag, once its shape is one `encode` writes; else MalformedRecord."""
+  if type(data) is not list or not data or type(data[0]) is not str:
+    raise MalformedRecord(f"not a tagged value: {_show(data)}")
+  tag = data[0]
+  if tag not in _ARITY:
+    raise MalformedRecord(f"unknown value tag {tag[:40]!r}")
+  if len(data) != 1 + _ARITY[tag]:
+    raise MalformedRecord(f"{tag} with {len(data) - 1} fields")
+  kind = _FIELD_TYPES.get(tag)
+  if kind is not None and not all(type(field) is kind for field in data[1:]):
+    raise MalformedRecord(f"{tag} with a field that is not {kind.__name__}")
+  return tag
+
+
+def _show(data) -> str:
+  try:
+    return repr(data)[:80] if type(data) is not list else f"a list of {len(data)}"
+  except Exception:  # noqa: BLE001 - repr of an int over 4,300 digits raises
+    return type(data).__name__
+
+
 def _decode_array(data):
   import numpy as np
 
+  if _check(data) != "ndarray":
+    raise MalformedRecord(f"{data[0]} where an ndarray belongs")
   _, dtype, shape, items = data
   dtype = np.dtype(dtype)
+  if dtype.kind not in _ARRAY_KINDS or type(items) is not list or \
+      dtype.itemsize * len(items) > MAX_ARRAY_BYTES:
+    raise MalformedRecord(f"an ndarray of {len(items) if type(items) is list else '?'} x {dtype}")
   values = [decode(x) for x in items]
   if dtype.kind in "Mm":
     return np.array(values, dtype="int64").view(dtype).reshape(shape)
@@ -184,17 +231,31 @@ def _decode_array(data):
 def _decode_index(data):
   import pandas as pd
 
-  if data[0] == "range_index":
+  tag = _check(data)
+  if tag == "range_index":
     return pd.RangeIndex(data[1], data[2], data[3], name=decode(data[4]))
-  if data[0] == "multi_index":
+  if tag == "multi_index":
     return pd.MultiIndex.from_tuples([decode(x) for x in data[2]], names=[decode(n) for n in data[1]])
+  if tag != "index":
+    raise MalformedRecord(f"{tag} where an index belongs")
   _, dtype, name, values = data
   return pd.Index(_decode_array(values), name=decode(name)).astype(dtype)
 
 
 def decode(data):
-  """The value `encode` described, rebuilt from plain data (an Unrecorded where it was not)."""
-  tag = data[0]
+  """The value `encode` described, rebuilt from plain data (an Unrecorded where it was not). Total:
+  anything `encode` does not write (a forged record: another shape, a huge or deep value) raises
+  MalformedRecord, never another exception."""
+  try:
+    return _decode(data)
+  except MalformedRecord:
+    raise
+  except Exception as error:  # noqa: BLE001 - the one guard: TypeError, OverflowError, RecursionError...
+    raise MalformedRecord(f"{type(error).__name__}: {str(error)[:120]}") from None
+
+
+def _decode(data):
+  tag = _check(data)
   if tag == "none":
     return None
   if tag in ("bool", "int", "str"):
@@ -206,9 +267,9 @@ def decode(data):
   if tag == "bytes":
     return bytes.fromhex(data[1])
   if tag in ("list", "tuple", "set", "frozenset"):
-    return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](decode(x) for x in data[1])
+    return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](_decode(x) for x in data[1])
   if tag in ("dict", "Counter", "OrderedDict", "defaultdict"):
-    pairs = [(decode(k), decode(v)) for k, v in data[1]]
+    pairs = [(_decode(k), _decode(v)) for k, v in data[1]]
     if tag == "defaultdict":
       return collections.defaultdict(None, pairs)  # its factory is code, not data
     return {"dict": dict, "Counter": collections.Counter, "OrderedDict": collections.OrderedDict}[tag](dict(pairs))
@@ -224,31 +285,32 @@ def decode(data):
     return _decode_array(data)
   if tag == "ndarray_item":
     return _decode_array(data[1])[0]
-  if tag in ("series", "frame", "index", "range_index", "multi_index", "nat", "na", "timestamp",
-             "pd_timedelta"):
-    import pandas as pd
-
-    if tag == "series":
-      return pd.Series(_decode_array(data[4]), index=_decode_index(data[3]), name=decode(data[2])).astype(data[1])
-    if tag == "frame":
-      columns = _decode_index(data[1])
-      frame = pd.DataFrame({i: pd.Series(_decode_array(array), dtype=None).astype(dtype)
-                            for i, (dtype, array) in enumerate(data[3])})
-      frame.index = _decode_index(data[2])
-      frame.columns = columns
-      return frame
-    if tag == "nat":
-      return pd.NaT
-    if tag == "na":
-      return pd.NA
-    if tag == "timestamp":
-      return pd.Timestamp(data[1], tz="UTC").tz_convert(data[2]) if data[2] else pd.Timestamp(data[1])
-    if tag == "pd_timedelta":
-      return pd.Timedelta(data[1])
-    return _decode_index(data)
   if tag == "unrecorded":
-    return Unrecorded(str(data[1]))
-  raise ValueError(f"unknown value tag {tag!r}")
+    return Unrecorded(str(data[1])[:300])
+  return _decode_pandas(tag, data)
+
+
+def _decode_pandas(tag: str, data):
+  import pandas as pd
+
+  if tag == "series":
+    return pd.Series(_decode_array(data[4]), index=_decode_index(data[3]), name=_decode(data[2])).astype(data[1])
+  if tag == "frame":
+    columns = _decode_index(data[1])
+    frame = pd.DataFrame({i: pd.Series(_decode_array(array), dtype=None).astype(dtype)
+                          for i, (dtype, array) in enumerate(data[3])})
+    frame.index = _decode_index(data[2])
+    frame.columns = columns
+    return frame
+  if tag == "nat":
+    return pd.NaT
+  if tag == "na":
+    return pd.NA
+  if tag == "timestamp":
+    return pd.Timestamp(data[1], tz="UTC").tz_convert(data[2]) if data[2] else pd.Timestamp(data[1])
+  if tag == "pd_timedelta":
+    return pd.Timedelta(data[1])
+  return _decode_index(data)
 
 
 def dumps(value) -> str:
@@ -259,6 +321,6 @@ def loads(text: str):
   """decode(json.loads(text)); malformed text (a forged or cut record) is an Unrecorded."""
   try:
     return decode(json.loads(text))
-  except (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError) as error:
+  except Exception as error:  # noqa: BLE001 - not JSON, too deep (RecursionError), MalformedRecord
     return Unrecorded(f"malformed record ({type(error).__name__})")
 

@@ -28,6 +28,8 @@ import json
 import math
 import os
 import re
+import reprlib
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -106,24 +108,26 @@ def decode(type_: Type, value: Any, where: str = "value") -> Any:
     return None if value is None else decode(type_.element, value, where)
   if name == "bool":
     if type(value) is not bool:
-      raise ValueError(f"{where}: expected bool, got {value!r:.80}")
+      raise ValueError(f"{where}: expected bool, got {_show(value)}")
     return value
   if name == "int":
     if type(value) is float and value.is_integer():  # R and Lua 5.3 may print 3.0 for an int
       value = int(value)
     if type(value) is not int or not INT64[0] <= value <= INT64[1]:
-      raise ValueError(f"{where}: expected a 64-bit int, got {value!r:.80}")
+      raise ValueError(f"{where}: expected a 64-bit int, got {_show(value)}")
     return value
   if name == "float":
     if type(value) not in (int, float):
-      raise ValueError(f"{where}: expected float, got {value!r:.80}")
+      raise ValueError(f"{where}: expected float, got {_show(value)}")
+    if type(value) is int and not -_MAX_DOUBLE <= value <= _MAX_DOUBLE:  # float() would overflow
+      raise ValueError(f"{where}: expected float, got an int of {_digits(value)} digits")
     return float(value)
   if name == "string":
     if type(value) is not str:
-      raise ValueError(f"{where}: expected string, got {value!r:.80}")
+      raise ValueError(f"{where}: expected string, got {_show(value)}")
     return value
   if type(value) is not list:
-    raise ValueError(f"{where}: expected an array for {type_}, got {value!r:.80}")
+    raise ValueError(f"{where}: expected an array for {type_}, got {_show(value)}")
   if name == "list":
     return [decode(type_.element, v, f"{where}[{i}]") for i, v in enumerate(value)]
   if name == "set":
@@ -137,13 +141,31 @@ def decode(type_: Type, value: Any, where: str = "value") -> Any:
     out = {}
     for i, pair in enumerate(value):
       if type(pair) is not list or len(pair) != 2:
-        raise ValueError(f"{where}[{i}]: a map entry is a [key, value] pair, got {pair!r:.80}")
+        raise ValueError(f"{where}[{i}]: a map entry is a [key, value] pair, got {_show(pair)}")
       key = decode(type_.args[0], pair[0], f"{where}[{i}][0]")
       if key in out:
-        raise ValueError(f"{where}: key {key!r} appears twice")
+        raise ValueError(f"{where}: key {_show(key)} appears twice")
       out[key] = decode(type_.args[1], pair[1], f"{where}[{i}][1]")
     return out
   raise AssertionError(name)
+
+
+_MAX_DOUBLE = int(sys.float_info.max)
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother = 3, 60, 60
+
+
+def _show(value: Any) -> str:
+  """A short repr of any decoded JSON (reprlib: bounded for deep or long data) that never raises:
+  repr of an int over 4,300 digits does."""
+  try:
+    return _SHOW.repr(value)[:80]
+  except Exception:  # noqa: BLE001 - a message, never a second failure
+    return f"{type(value).__name__} (too large to show)"
+
+
+def _digits(value: int) -> str:
+  return f"about {int(value.bit_length() * 0.30103) + 1}"
 
 
 def encode(type_: Type, value: Any) -> Any:

@@ -1,0 +1,221 @@
+"""Hostile records through every scorer: one table of probes, one row per scorer.
+
+A probe is a record no harness prints (a float of 401 digits, an index of 5,000 digits, garbage, a
+second record, JSON nested 5,000 deep) or, for the practical tasks, a way of getting one printed
+(`__main__.encode` replaced, a frame walk to `record()`, a form feed before module-level code). Each
+scorer scores every probe of the table together with a correct prediction in ONE call (the call a
+scoring unit makes): no probe may pass, none may raise, and the correct prediction still passes.
+A new scorer inherits the probes by adding a row to SCORERS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from data.practical_tasks import Problem
+from evaluation import batching, execution, iterative_protocol, practical, score, typed
+from evaluation.iterative_tasks import Example
+from evaluation.languages import MODULES, get
+from evaluation.resumable import Prediction
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
+FLOAT_QID = "HumanEval/2"  # truncate_number: float -> float; test case 0 is 3.5 -> 0.5
+LIMITS = execution.Limits(timeout_s=10, compile_timeout_s=120)
+STRING = typed.parse_type("string")
+
+
+# ---- the probes: records as a program could print them ---------------------------------------------
+
+def _line(index: str, payload: str) -> str:
+  return f"\n#codelm# {index} ok {payload}\n"
+
+
+# name -> (the record line, given the index the forged record is to carry)
+RECORD_PROBES: dict[str, Callable[[int], str]] = {
+    "huge integer for a float": lambda i: _line(str(i), "1" + "0" * 400),
+    "index of 5,000 digits": lambda i: _line("1" * 5000, "0.5"),
+    "unicode digit index": lambda i: _line("\u00b2", "0.5"),
+    "garbled": lambda i: f"\n#codelm# {i} maybe 0.5\n",
+    "second record": lambda i: _line(str(i), "0.5") + _line(str(i), "0.5"),
+    "nested 5,000 deep": lambda i: _line(str(i), "[" * 5000 + "]" * 5000),
+    "NaN": lambda i: _line(str(i), "NaN"),
+    "int of 5,000 digits": lambda i: _line(str(i), "9" * 5000),
+}
+
+
+# ---- typed HumanEval: one row per language ---------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Forger:
+  """How a language's completion of truncate_number prints `text` on its records' channel."""
+  statements: str          # {TEXT}: the text as the language's string literal
+  tail: str = ""           # after the correct body (a top-level declaration the statements use)
+  index: int = 0           # the test case the forged records claim
+  prefix: str = ""         # written before them (C++: its case's own "ok" line, see below)
+
+
+FORGERS = {
+    "python": Forger("    print({TEXT}, end='', flush=True)\n"),
+    # A case runs in a forked child whose stdout is stderr; its record is what it writes to the pipe
+    # (fd 4), printed by the parent as is when it starts with "ok ": so the record of case 0 first.
+    "cpp": Forger("  { FILE *f = fdopen(4, \"w\"); fputs({TEXT}, f); fflush(f); }\n", index=1,
+                  prefix="ok 0.5"),
+    "go": Forger("\tos.NewFile(1, \"stdout\").WriteString({TEXT})\n"),
+    "java": Forger("        System.out.print({TEXT}); System.out.flush();\n"),
+    "csharp": Forger("        global::System.Console.Out.Write({TEXT}); global::System.Console.Out.Flush();\n"),
+    "rust": Forger("    { use std::io::Write; use std::os::unix::io::FromRawFd;\n"
+                   "      let mut f = unsafe { std::fs::File::from_raw_fd(3) };\n"
+                   "      let _ = f.write_all({TEXT}.as_bytes()); std::mem::forget(f); }\n"),
+    "javascript": Forger("  process.stdout.write({TEXT});\n"),
+    "typescript": Forger("  (globalThis as any).process.stdout.write({TEXT});\n"),
+    "php": Forger("  fwrite(STDOUT, {TEXT}); fflush(STDOUT);\n"),
+    "lua": Forger("  io.write({TEXT}) io.flush()\n"),
+    "r": Forger("  cat({TEXT})\n"),
+    # Pure code: C's write(2) through the FFI, forced by seq before the result.
+    "haskell": Forger("codelmForge `seq` ", tail=(
+        "\ncodelmForge :: Int\n"
+        "codelmForge = cWrite 1 buffer (length text)\n"
+        "  where\n"
+        "    text = {TEXT}\n"
+        "    buffer = foldr (\\(i, c) rest -> cMemset (rest + i) (fromEnum c) 1 `seq` rest) "
+        "(cMalloc (length text + 1)) (zip [0 ..] text)\n"
+        "foreign import ccall unsafe \"malloc\" cMalloc :: Int -> Int\n"
+        "foreign import ccall unsafe \"memset\" cMemset :: Int -> Int -> Int -> Int\n"
+        "foreign import ccall unsafe \"write\" cWrite :: Int -> Int -> Int -> Int\n")),
+}
+
+
+def _string_literal(language: str, text: str) -> str:
+  return iterative_protocol.literal_of(language, STRING, text)
+
+
+def correct_completion(language: str) -> str:
+  with open(os.path.join(HERE, "solutions", f"{language}.json"), encoding="utf-8") as f:
+    return json.load(f)["correct"][FLOAT_QID]
+
+
+def forged_completion(language: str, probe: str) -> str:
+  forger = FORGERS[language]
+  text = (forger.prefix + RECORD_PROBES[probe](forger.index)).lstrip("\n") if forger.prefix else \
+      RECORD_PROBES[probe](forger.index)
+  literal = _string_literal(language, text)
+  correct = correct_completion(language)
+  return (forger.statements.replace("{TEXT}", literal) + correct +
+          forger.tail.replace("{TEXT}", literal))
+
+
+def score_typed(language: str, completions: Sequence[str]) -> list[tuple[bool, str]]:
+  """TypedBenchmark.run: the call evaluation.score makes for one unit."""
+  benchmark = score.TypedBenchmark(QUESTIONS, LIMITS)
+  unit = [Prediction(FLOAT_QID, i, language, code, i) for i, code in enumerate(completions)]
+  return [(r["status"] == "passed", f"{r['status']}: {r['detail'][:200]}")
+          for r in benchmark.run(unit, batching.Stats())]
+
+
+# ---- practical tasks ---------------------------------------------------------------------------------
+
+PRACTICAL = Problem(problem_id="probe_001", intent="Return the sum of a and b.",
+                    code="def f_probe_001(a, b):\n    return a + b\n",
+                    tests=("assert f_probe_001(1, 2) == 3\n", "assert f_probe_001(2, 2) == 4\n",
+                           "assert f_probe_001(0, 0) == 0\n"), categories=())
+PRACTICAL_CORRECT = "    return a + b\n"
+
+
+def _encode_replaced(value: str) -> str:
+  # check() looks `encode` up in main.py's globals at each call: the completion's encode claims `value`.
+  return ("    import __main__\n"
+          f"    __main__.encode = lambda v: {value}\n"
+          "    return a + b\n")
+
+
+def _record_walk(text: str) -> str:
+  # Calls the harness's own record() (which knows the nonce) with a check record of its choosing.
+  return ("    import sys\n"
+          "    frame = sys._getframe()\n"
+          "    while 'record' not in frame.f_locals:\n"
+          "        frame = frame.f_back\n"
+          f"    frame.f_locals['record'](frame.f_locals['current'][0], 'check', {text!r})\n"
+          "    return a + b\n")
+
+
+PRACTICAL_PROBES = {
+    "encode replaced: a bare True": _encode_replaced("True"),
+    "encode replaced: a huge float": _encode_replaced("['float', '1' + '0' * 400]"),
+    "encode replaced: an int as text": _encode_replaced("['int', 'x' * 400]"),
+    "encode replaced: Fraction over 0": _encode_replaced("['Fraction', 1, 0]"),
+    "encode replaced: nested 450 deep": _encode_replaced("__import__('functools').reduce(lambda a, _: ['list', [a]], range(450), ['none'])"),
+    "encode replaced: a 10 GB array": _encode_replaced("['ndarray', '<U1000000', [2500], [['str', '']] * 2500]"),
+    "encode replaced: an unknown tag": _encode_replaced("['lambda', 1]"),
+    "frame walk: [0, [true]]": _record_walk("[0, [true]]"),
+    "frame walk: index 1e400": _record_walk("[1e400, [['bool', true]]]"),
+    "frame walk: not a list": _record_walk('{"a": 1, "b": 2}'),
+    "frame walk: nested 5,000 deep": _record_walk("[0, " + "[" * 5000 + "]" * 5000 + "]"),
+    "form feed": "    return 0\n\x0cf_probe_001 = lambda a, b: a + b\n",
+    "form feed after indentation": "    return 0\n    \x0cf_probe_001 = lambda a, b: a + b\n",
+}
+
+
+def score_practical(completions: Sequence[str]) -> list[tuple[bool, str]]:
+  """PracticalBenchmark.run: the call evaluation.practical makes for one unit."""
+  benchmark = practical.PracticalBenchmark({PRACTICAL.problem_id: PRACTICAL}, LIMITS)
+  unit = [Prediction(PRACTICAL.problem_id, i, "python", code, i) for i, code in enumerate(completions)]
+  return [(r["passed"], f"{r['error']}") for r in benchmark.run(unit, batching.Stats())]
+
+
+# ---- the iterative protocol ----------------------------------------------------------------------------
+
+def score_iterative(completions: Sequence[str]) -> list[tuple[bool, str]]:
+  """check_all: one round of the iterative protocol for every completion (Python)."""
+  question = QUESTIONS[FLOAT_QID]
+  given = [Example(c.inputs, c.output) for c in question.test_cases[:2]]
+  pool = [Example(c.inputs, c.output) for c in question.test_cases[2:]]
+  checks = iterative_protocol.check_all("python", [(question, code, given, pool) for code in completions],
+                                        final_round=True, limits=LIMITS)
+  return [(c.verdict == iterative_protocol.SUCCESS, f"{c.verdict}: {c.detail[:200]}") for c in checks]
+
+
+# ---- the table -----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Scorer:
+  name: str
+  toolchain: object                                   # execution.missing(...) says what is lacking
+  correct: str
+  probes: dict[str, str]                              # probe name -> completion
+  score: Callable[[Sequence[str]], list[tuple[bool, str]]]
+
+
+def _typed_row(language: str) -> Scorer:
+  return Scorer(f"typed {language}", get(language).toolchain, correct_completion(language),
+                {p: forged_completion(language, p) for p in RECORD_PROBES},
+                lambda completions: score_typed(language, completions))
+
+
+SCORERS = [*(_typed_row(language) for language in sorted(MODULES)),
+           Scorer("practical", practical.toolchain(), PRACTICAL_CORRECT, PRACTICAL_PROBES, score_practical),
+           Scorer("iterative python", get("python").toolchain, correct_completion("python"),
+                  {p: forged_completion("python", p) for p in RECORD_PROBES}, score_iterative)]
+
+
+def test_every_language_has_a_row():
+  assert set(FORGERS) == set(MODULES)
+  assert {s.name for s in SCORERS} >= {f"typed {language}" for language in MODULES}
+
+
+@pytest.mark.parametrize("scorer", SCORERS, ids=lambda s: s.name)
+def test_no_probe_passes_and_the_correct_prediction_beside_them_does(scorer):
+  lacking = execution.missing(scorer.toolchain)
+  if lacking:
+    pytest.skip(f"{scorer.name}: toolchain missing ({', '.join(lacking)}); run `make toolchains`")
+  names = list(scorer.probes)
+  # The correct one first and last: a unit's members around the hostile ones.
+  verdicts = scorer.score([scorer.correct, *scorer.probes.values(), scorer.correct])
+  assert verdicts[0][0] and verdicts[-1][0], (scorer.name, verdicts[0], verdicts[-1])
+  passed = [name for name, (ok, _) in zip(names, verdicts[1:-1]) if ok]
+  assert not passed, (scorer.name, passed)
