@@ -43,7 +43,7 @@ RECORD_PROBES: dict[str, Callable[[int], str]] = {
     "unicode digit index": lambda i: _line("\u00b2", "0.5"),
     "garbled": lambda i: f"\n#codelm# {i} maybe 0.5\n",
     "second record": lambda i: _line(str(i), "0.5") + _line(str(i), "0.5"),
-    "nested 5,000 deep": lambda i: _line(str(i), "[" * 5000 + "]" * 5000),
+    "nested 4,000 deep": lambda i: _line(str(i), "[" * 4000 + "]" * 4000),  # (R: literals < 10,000 chars)
     "NaN": lambda i: _line(str(i), "NaN"),
     "int of 5,000 digits": lambda i: _line(str(i), "9" * 5000),
 }
@@ -64,7 +64,8 @@ FORGERS = {
     "python": Forger("    print({TEXT}, end='', flush=True)\n"),
     # A case runs in a forked child whose stdout is stderr; its record is what it writes to the pipe
     # (fd 4), printed by the parent as is when it starts with "ok ": so the record of case 0 first.
-    "cpp": Forger("  { FILE *f = fdopen(4, \"w\"); fputs({TEXT}, f); fflush(f); }\n", index=1,
+    "cpp": Forger("  { std::string s = {TEXT}; FILE *f = fdopen(4, \"w\"); fputs(s.c_str(), f); fflush(f); }\n",
+                  index=1,
                   prefix="ok 0.5"),
     "go": Forger("\tos.NewFile(1, \"stdout\").WriteString({TEXT})\n"),
     "java": Forger("        System.out.print({TEXT}); System.out.flush();\n"),
@@ -189,18 +190,19 @@ class Scorer:
   correct: str
   probes: dict[str, str]                              # probe name -> completion
   score: Callable[[Sequence[str]], list[tuple[bool, str]]]
+  reached: str = ""  # how every probe's verdict starts: its records reached the judge (not a compile error)
 
 
 def _typed_row(language: str) -> Scorer:
   return Scorer(f"typed {language}", get(language).toolchain, correct_completion(language),
                 {p: forged_completion(language, p) for p in RECORD_PROBES},
-                lambda completions: score_typed(language, completions))
+                lambda completions: score_typed(language, completions), "error: forged")
 
 
 SCORERS = [*(_typed_row(language) for language in sorted(MODULES)),
            Scorer("practical", practical.toolchain(), PRACTICAL_CORRECT, PRACTICAL_PROBES, score_practical),
            Scorer("iterative python", get("python").toolchain, correct_completion("python"),
-                  {p: forged_completion("python", p) for p in RECORD_PROBES}, score_iterative)]
+                  {p: forged_completion("python", p) for p in RECORD_PROBES}, score_iterative, "error: forged")]
 
 
 def test_every_language_has_a_row():
@@ -219,3 +221,5 @@ def test_no_probe_passes_and_the_correct_prediction_beside_them_does(scorer):
   assert verdicts[0][0] and verdicts[-1][0], (scorer.name, verdicts[0], verdicts[-1])
   passed = [name for name, (ok, _) in zip(names, verdicts[1:-1]) if ok]
   assert not passed, (scorer.name, passed)
+  unreached = [(name, why) for name, (_, why) in zip(names, verdicts[1:-1]) if not why.startswith(scorer.reached)]
+  assert not unreached, (scorer.name, unreached)
