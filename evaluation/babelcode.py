@@ -45,6 +45,10 @@ LEAVES = {"boolean": "bool", "integer": "int", "long": "int", "float": "float", 
           "character": "string", "string": "string"}
 KEY_LEAVES = ("character", "integer", "long", "string")      # BabelCode's map keys and set elements
 NULLABLE = ("string", "character", "list", "set", "map", "tuple")
+# BabelCode's types nest a few levels (list<list<integer>>, map<string;list<integer>>); a type nested
+# deeper than this is refused with a message, long before Python's recursion limit (1,000 frames) would
+# end the converter in a RecursionError.
+MAX_TYPE_DEPTH = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,14 +70,23 @@ class BabelType:
 
 
 def parse_type(text: str) -> BabelType:
-  """BabelCode's type string -> BabelType; a ValueError says what is wrong."""
+  """BabelCode's type string -> BabelType; a ValueError says what is wrong (a type nested deeper
+  than MAX_TYPE_DEPTH included)."""
+  return _parse(text, text, 0)
+
+
+def _parse(text: str, whole: str, depth: int) -> BabelType:
+  """`text`, a part of `whole` `depth` levels down, parsed."""
+  if depth > MAX_TYPE_DEPTH:
+    shown = whole.strip() if len(whole.strip()) <= 60 else whole.strip()[:50] + "..."
+    raise ValueError(f"type {shown!r} is nested deeper than {MAX_TYPE_DEPTH} levels")
   text = text.strip()
   if not text:
     raise ValueError("empty type")
   if text.endswith("[]"):
     if "<" in text:
       raise ValueError(f"type {text!r} mixes [] and <>")
-    return BabelType("list", (parse_type(text[:-2]),))
+    return BabelType("list", (_parse(text[:-2], whole, depth + 1),))
   if "<" not in text:
     if text not in LEAVES:
       raise ValueError(f"unknown type {text!r}; BabelCode's are {', '.join(LEAVES)}, list<S>, S[], "
@@ -89,18 +102,18 @@ def parse_type(text: str) -> BabelType:
     if len(parts) != 2:
       raise ValueError(f"type {text!r}: a map is map<KEY;VALUE>")
     key, value = parts
-    parsed_key = parse_type(key)
+    parsed_key = _parse(key, whole, depth + 1)
     if parsed_key.name not in KEY_LEAVES:
       raise ValueError(f"type {text!r}: map keys are one of {', '.join(KEY_LEAVES)}")
-    return BabelType("map", (parsed_key, parse_type(value)))
+    return BabelType("map", (parsed_key, _parse(value, whole, depth + 1)))
   if name == "tuple":
     parts = _split(inner, "|", text)
-    elements = tuple(parse_type(p) for p in parts)
+    elements = tuple(_parse(p, whole, depth + 1) for p in parts)
     if len(set(elements)) == 1:  # BabelCode's rule: a tuple of one element type is a list
       return BabelType("list", (elements[0],))
     return BabelType("tuple", elements)
   if name in ("list", "set"):
-    element = parse_type(inner)
+    element = _parse(inner, whole, depth + 1)
     if name == "set" and element.name not in KEY_LEAVES:
       raise ValueError(f"type {text!r}: set elements are one of {', '.join(KEY_LEAVES)}")
     return BabelType(name, (element,))

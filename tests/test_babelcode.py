@@ -193,3 +193,39 @@ def test_converted_questions_score_right_and_wrong_answers_in_every_language(tmp
   for language in LANGUAGES:
     assert metrics[language]["num_problems"] == len(qids), language
   print(f"\n{len(predictions)} programs in {len(LANGUAGES)} languages: {sorted(LANGUAGES)}")
+
+
+def nested(depth: int, leaf: str = "integer") -> str:
+  """A BabelCode type `depth` levels deep: list<list<...<integer>...>> (a leaf alone is depth 0)."""
+  return "list<" * depth + leaf + ">" * depth
+
+
+def test_a_type_nested_too_deep_is_refused_with_a_message_not_a_recursion_error():
+  # Real BabelCode types are a few levels deep; the limit is far above them and far below Python's
+  # recursion limit, so the converter never depends on RecursionError.
+  assert str(babelcode.parse_type(nested(babelcode.MAX_TYPE_DEPTH)).typed()).count("list") == babelcode.MAX_TYPE_DEPTH
+  for text in (nested(babelcode.MAX_TYPE_DEPTH + 1), nested(2000), "integer" + "[]" * 2000,
+               "tuple<" * 2000 + "integer|string" + ">" * 2000, "map<string;" * 2000 + "integer" + ">" * 2000):
+    with pytest.raises(ValueError, match=f"nested deeper than {babelcode.MAX_TYPE_DEPTH} levels"):
+      babelcode.parse_type(text)
+
+
+def test_a_question_with_a_type_nested_2000_deep_is_left_out_and_the_others_written(tmp_path, capsys):
+  good = json.loads(open(FIXTURE, encoding="utf-8").readline())
+  deep_param = {**good, "qid": "deep1", "schema": {"params": [{"name": "numbers", "type": nested(2000)},
+                                                              {"name": "threshold", "type": "double"}],
+                                                   "return": {"type": "boolean"}}}
+  deep_return = {**good, "qid": "deep2", "schema": {**good["schema"], "return": {"type": nested(2000, "boolean")}}}
+  second = {**good, "qid": "HumanEval/0b"}
+  path = write(tmp_path / "questions.jsonl", [good, deep_param, deep_return, second])
+  output = tmp_path / "typed.jsonl"
+  assert babelcode.main(["--questions", path, "--output", str(output)]) == 0
+  captured = capsys.readouterr()
+  limit = babelcode.MAX_TYPE_DEPTH
+  left_out = [line for line in captured.err.splitlines() if line.startswith("left out: ")]
+  assert left_out == [f"left out: {path}:2 (deep1): parameter numbers: type 'list<list<list<list<list<list<list<"
+                      f"list<list<list<...' is nested deeper than {limit} levels",
+                      f"left out: {path}:3 (deep2): return type: type 'list<list<list<list<list<list<list<"
+                      f"list<list<list<...' is nested deeper than {limit} levels"]
+  assert f"wrote 2 typed questions to {output} (2 left out)" in captured.out
+  assert [q.qid for q in typed.read_questions(str(output))] == ["HumanEval/0", "HumanEval/0b"]
