@@ -223,3 +223,99 @@ def test_no_probe_passes_and_the_correct_prediction_beside_them_does(scorer):
   assert not passed, (scorer.name, passed)
   unreached = [(name, why) for name, (_, why) in zip(names, verdicts[1:-1]) if not why.startswith(scorer.reached)]
   assert not unreached, (scorer.name, unreached)
+
+
+# ---- the judges alone: any record is a verdict, never an exception ------------------------------------
+
+def _printed(stdout: str) -> execution.Execution:
+  return execution.Execution(compile=(), run=execution.Step(("run",), 0, 0.1, False), stdout=stdout,
+                             stderr="", output_truncated=False)
+
+
+RIGHT = "".join(_line(str(c.idx), json.dumps(c.output)) for c in QUESTIONS[FLOAT_QID].test_cases)
+
+
+@pytest.mark.parametrize("probe", sorted(RECORD_PROBES))
+def test_the_judge_reads_every_record_probe_as_a_verdict(probe):
+  from evaluation.judge import Status, judge
+  question = QUESTIONS[FLOAT_QID]
+  assert judge(question, _printed(RIGHT)).status is Status.PASSED
+  for stdout in (RECORD_PROBES[probe](0) + RIGHT, RIGHT + RECORD_PROBES[probe](1)):
+    outcome = judge(question, _printed(stdout))
+    assert outcome.status is not Status.PASSED and outcome.detail, (probe, outcome)
+
+
+def test_malformed_records_are_named_as_such():
+  from evaluation.judge import MALFORMED, Status, judge
+  question = QUESTIONS[FLOAT_QID]
+  for payload in ("[" * 5000 + "]" * 5000, "9" * 5000, "{not json"):
+    outcome = judge(question, _printed(_line("0", payload)))
+    assert outcome.status is Status.ERROR and outcome.detail.startswith(MALFORMED), outcome
+  # A value of another type is what the function returned: that case threw, nothing is forged.
+  wrong_type = judge(question, _printed(_line("0", "1" + "0" * 400) + RIGHT.split("\n", 2)[2]))
+  assert wrong_type.status is Status.FAILED and "an int of about 401 digits" in wrong_type.detail, wrong_type
+  # Records split at "\n" only: a string value may hold "\x1c" or "\u2028" (str.splitlines breaks there).
+  text = typed.question_from_json({"qid": "s", "entry_fn_name": "f", "params": [], "return_type": "string",
+                                   "test_cases": [{"idx": 0, "inputs": [], "output": "a\x1cb\u2028c"}]})
+  assert judge(text, _printed(_line("0", json.dumps("a\x1cb\u2028c", ensure_ascii=False)))).status is Status.PASSED
+
+
+def test_typed_decode_refuses_what_float_and_repr_cannot_take():
+  float_type = typed.parse_type("float")
+  for value in (10 ** 400, -(10 ** 400)):
+    with pytest.raises(ValueError, match="an int of about 401 digits"):
+      typed.decode(float_type, value)
+  with pytest.raises(ValueError, match="expected a 64-bit int, got int"):
+    typed.decode(typed.parse_type("int"), 10 ** 5000)  # repr() of it raises
+  assert typed.decode(float_type, 10 ** 300) == 1e300
+  with pytest.raises(ValueError, match="test case 0 output"):  # a question file of one's own
+    typed.question_from_json({"qid": "q", "entry_fn_name": "f", "params": [], "return_type": "float",
+                              "test_cases": [{"idx": 0, "inputs": [], "output": 10 ** 400}]})
+
+
+@pytest.mark.parametrize("data", [True, [], [7], ["int", "1"], ["float", 1.5], ["Fraction", 1, 0],
+                                  ["timedelta", 10 ** 30, 0, 0], ["list", 5], ["dict", [[1]]],
+                                  ["ndarray", "<U1000000", [300], [["str", ""]] * 300],
+                                  ["ndarray", "V8", [1], [["int", 1]]], ["none", 1], ["lambda", 1]])
+def test_recorded_values_decode_is_total(data):
+  from evaluation import recorded_values
+  with pytest.raises(recorded_values.MalformedRecord):
+    recorded_values.decode(data)
+  assert isinstance(recorded_values.loads(json.dumps(data)), recorded_values.Unrecorded)
+
+
+def test_recorded_values_decode_survives_deep_nesting():
+  from evaluation import recorded_values
+  deep = ["none"]
+  for _ in range(5000):
+    deep = ["list", [deep]]
+  with pytest.raises(recorded_values.MalformedRecord, match="RecursionError"):
+    recorded_values.decode(deep)
+
+
+# ---- the practical cut: what runs is the function, whatever control character the completion holds --
+
+CONTROL = [chr(c) for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)]
+SMUGGLED = "f_probe_001 = lambda a, b: a + b"
+PLACES = ("    return 0\n{c}" + SMUGGLED + "\n",          # at a line start
+          "    return 0\n    {c}" + SMUGGLED + "\n",      # after indentation
+          "    return 0\n{c}    " + SMUGGLED + "\n",      # before indentation
+          "    return 0{c}" + SMUGGLED + "\n",            # mid-line
+          "    x = 0\n{c}\n" + SMUGGLED + "\n",           # a line of its own
+          "    return 0 {c}\n" + SMUGGLED + "\n",         # at a line end
+          "    x = [\n{c}]\n" + SMUGGLED + "\n")          # inside brackets
+
+
+def test_the_cut_never_leaves_module_level_code_whatever_the_control_characters():
+  import ast
+  for c in CONTROL:
+    for place in PLACES:
+      completion = place.replace("{c}", c)
+      source = practical.program(PRACTICAL, PRACTICAL.prompt + practical.completion_code(PRACTICAL, completion)
+                                 ).files["solution.py"]  # exactly what the sandbox compiles
+      try:
+        tree = ast.parse(source)  # compile()'s parser
+      except (SyntaxError, ValueError):  # it does not compile in the sandbox either: nothing runs
+        continue
+      module_level = [type(node).__name__ for node in tree.body if not isinstance(node, (ast.Import, ast.ImportFrom))]
+      assert module_level == ["FunctionDef"], (repr(c), completion, source)
