@@ -319,3 +319,17 @@ def test_the_cut_never_leaves_module_level_code_whatever_the_control_characters(
         continue
       module_level = [type(node).__name__ for node in tree.body if not isinstance(node, (ast.Import, ast.ImportFrom))]
       assert module_level == ["FunctionDef"], (repr(c), completion, source)
+
+
+def test_a_form_feed_in_the_indentation_resets_the_column_as_python_does():
+  # Python counts the indentation from the last form feed: "  \f    return x" is indented 4.
+  cut = practical.completion_code(PRACTICAL, "    x = 1\n  \x0c    return x\n\x0c" + SMUGGLED + "\n")
+  assert cut == "    x = 1\n    return x\n"
+
+
+def test_python_s_parser_cuts_where_tokenize_was_fooled(monkeypatch):
+  from evaluation import practical_program
+  # As if the tokenize cut missed the column-0 statement (the next character it reads otherwise).
+  monkeypatch.setattr(practical_program, "_end_line", lambda completion: len(practical_program._lines(completion)))
+  cut = practical.completion_code(PRACTICAL, "    return 0\n\n@staticmethod\ndef g():\n    pass\n" + SMUGGLED + "\n")
+  assert cut == "    return 0\n"
