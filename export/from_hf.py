@@ -118,11 +118,48 @@ def check_special_ids(hf_config: dict, vocabulary) -> list[str]:
           if hf_config.get(name) != value]
 
 
+# safetensors' own bound on the JSON header (MAX_HEADER_SIZE): a larger length is not a header.
+_MAX_HEADER_BYTES = 100_000_000
+
+
+def safetensors_problem(path: str) -> str | None:
+  """What makes `path` an unreadable safetensors file (a cut-short download or copy, a file of another
+  kind), from its header and size alone, or None. A safetensors file is an 8-byte little-endian header
+  length, that many bytes of JSON ({name: {dtype, shape, data_offsets: [begin, end]}}), then the data,
+  which ends at the largest `end`: so the header says how long the whole file must be."""
+  with storage.open_file(path, "rb") as f:
+    prefix = f.read(8)
+    if len(prefix) < 8:
+      return f"{path} is truncated: {len(prefix)} bytes, shorter than a safetensors file's 8-byte header length"
+    length = int.from_bytes(prefix, "little")
+    if length > _MAX_HEADER_BYTES:
+      return f"{path}: header unreadable (its length field says {length:,} bytes): not a safetensors file"
+    header = f.read(length)
+    f.seek(0, 2)
+    size = f.tell()
+  if len(header) < length:
+    return f"{path} is truncated: expected at least {8 + length:,} bytes (its header alone), got {size:,}"
+  try:
+    entries = json.loads(header.decode("utf-8"))
+    ends = [entry["data_offsets"][1] for name, entry in entries.items() if name != "__metadata__"]
+    expected = 8 + length + max(ends, default=0)
+  except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
+    return f"{path}: header unreadable ({type(error).__name__}: {str(error)[:100]}): not a safetensors file"
+  if not isinstance(expected, int):
+    return f"{path}: header unreadable (a data offset is not an integer): not a safetensors file"
+  if size != expected:
+    return f"{path} is {'truncated' if size < expected else 'longer than its header says'}: expected " \
+           f"{expected:,} bytes, got {size:,}"
+  return None
+
+
 def read_weights(hf_dir: str) -> dict[str, np.ndarray]:
   """Every tensor of model.safetensors, or of the shards model.safetensors.index.json names, as numpy
-  (bfloat16 as ml_dtypes' bfloat16: the same bits)."""
+  (bfloat16 as ml_dtypes' bfloat16: the same bits); ImportRefused naming a file that is truncated or
+  not safetensors, before any is read."""
   import ml_dtypes
   import torch
+  from safetensors import SafetensorError
   from safetensors.torch import load, load_file
 
   index = storage.join(hf_dir, "model.safetensors.index.json")
@@ -132,10 +169,19 @@ def read_weights(hf_dir: str) -> dict[str, np.ndarray]:
     names = ["model.safetensors"]
   else:
     raise FileNotFoundError(f"{hf_dir} holds neither model.safetensors nor model.safetensors.index.json")
+  paths = [storage.join(hf_dir, name) for name in names]
+  for path in paths:
+    if not storage.exists(path):
+      raise FileNotFoundError(f"{path} does not exist")
+    if problem := safetensors_problem(path):
+      raise ImportRefused(problem)
   weights = {}
-  for name in names:
-    path = storage.join(hf_dir, name)  # a local file is mapped, not read whole
-    for key, tensor in (load(storage.read_bytes(path)) if storage.is_url(path) else load_file(path)).items():
+  for path in paths:
+    try:  # a local file is mapped, not read whole
+      tensors = load(storage.read_bytes(path)) if storage.is_url(path) else load_file(path)
+    except SafetensorError as error:  # what the header check above cannot see
+      raise ImportRefused(f"{path} is not a readable safetensors file ({error})") from None
+    for key, tensor in tensors.items():
       if tensor.dtype == torch.bfloat16:
         weights[key] = tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
       else:

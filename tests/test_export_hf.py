@@ -720,3 +720,50 @@ def test_the_import_expects_exactly_the_tensors_the_export_writes():
     params = nn.unbox(init_params(Decoder(config), jax.random.key(7)))
     written = {name: w.shape for name, w in cohere.cohere_weights(params, config).items()}
     assert cohere.expected_shapes(config) == written
+
+
+def test_a_truncated_or_unreadable_safetensors_file_is_refused_naming_it_and_nothing_is_written(runs, vocab, tmp_path,
+                                                                                                capsys):
+  """A download or copy cut short, or a file that is not safetensors: exit 2, one line naming the file and
+  what is wrong, no traceback (it was safetensors' SafetensorError), nothing in MODEL_DIR."""
+  import shutil
+
+  vocab_path, _, _ = vocab
+  target = tmp_path / "run"
+
+  def damaged(name, source, file, damage):
+    folder = tmp_path / name
+    shutil.copytree(source, folder)
+    path = folder / file
+    data = path.read_bytes()
+    path.write_bytes(damage(data))
+    return folder, path, len(data)
+
+  single = runs["mini", "random"][5]
+  sharded = runs["tiny", "trained"][5]  # exported with --max_shard_size 1MB
+  shard = sorted(set(json.loads((sharded / "model.safetensors.index.json").read_text())["weight_map"].values()))[-1]
+  folder, path, size = damaged("half", single, "model.safetensors", lambda d: d[: len(d) // 2])
+  assert _refused_import(capsys, folder, vocab_path, target).endswith(
+      f"error: {path} is truncated: expected {size:,} bytes, got {size // 2:,}\n")
+  folder, path, size = damaged("shard", sharded, shard, lambda d: d[:-1])
+  assert _refused_import(capsys, folder, vocab_path, target).endswith(
+      f"error: {path} is truncated: expected {size:,} bytes, got {size - 1:,}\n")
+  folder, path, size = damaged("header_cut", single, "model.safetensors", lambda d: d[:100])
+  length = int.from_bytes((single / "model.safetensors").read_bytes()[:8], "little")
+  assert _refused_import(capsys, folder, vocab_path, target).endswith(
+      f"error: {path} is truncated: expected at least {8 + length:,} bytes (its header alone), got 100\n")
+  folder, path, _ = damaged("tiny_file", single, "model.safetensors", lambda d: d[:5])
+  assert _refused_import(capsys, folder, vocab_path, target).endswith(
+      f"error: {path} is truncated: 5 bytes, shorter than a safetensors file's 8-byte header length\n")
+  garbage = b"\xa7\x13garbage"
+  folder, path, _ = damaged("garbage_length", single, "model.safetensors", lambda d: garbage + d[9:])
+  assert _refused_import(capsys, folder, vocab_path, target).endswith(
+      f"error: {path}: header unreadable (its length field says {int.from_bytes(garbage[:8], 'little'):,} "
+      "bytes): not a safetensors file\n")
+  folder, path, _ = damaged("garbage_json", single, "model.safetensors", lambda d: d[:8] + b"garbage!" + d[16:])
+  err = _refused_import(capsys, folder, vocab_path, target)
+  assert f"error: {path}: header unreadable (JSONDecodeError: Expecting value: line 1 column 1" in err
+  assert err.endswith("): not a safetensors file\n")
+  # A header of the right length and offsets that safetensors still refuses (a dtype it does not know).
+  folder, path, _ = damaged("dtype", single, "model.safetensors", lambda d: d.replace(b'"F32"', b'"Q32"', 1))
+  assert f"error: {path} is not a readable safetensors file (" in _refused_import(capsys, folder, vocab_path, target)
