@@ -113,6 +113,8 @@ def _read(question: Question, by_idx: dict, epsilon: float, line: str, reading: 
                   f"{_show(payload)}") from None
   try:
     actual = typed.decode(question.return_type, data, "returned value")
+  except typed.NotADouble as error:
+    raise _Forged(f"{MALFORMED} for test case {question.test_cases[i].idx}: {error}") from None
   except ValueError as error:  # well-formed data of another type: what the function returned
     reading.cases[i], reading.details[i] = Case.EXCEPTION, f"unreadable value: {str(error)[:200]}"
     return

@@ -100,6 +100,11 @@ def _parse(text: str, whole: str) -> tuple[Type, str]:
   return Type(name, tuple(args)), rest
 
 
+class NotADouble(ValueError):
+  """An int past a double's range where a float belongs: data no harness prints (each converts a
+  returned value to a double first), so a forged record."""
+
+
 def decode(type_: Type, value: Any, where: str = "value") -> Any:
   """JSON data -> the Python value of `type_` (tuple for tuple, frozenset for set, dict for map,
   None for an absent optional). Raises ValueError naming `where` when the data does not fit."""
@@ -120,7 +125,7 @@ def decode(type_: Type, value: Any, where: str = "value") -> Any:
     if type(value) not in (int, float):
       raise ValueError(f"{where}: expected float, got {_show(value)}")
     if type(value) is int and not -_MAX_DOUBLE <= value <= _MAX_DOUBLE:  # float() would overflow
-      raise ValueError(f"{where}: expected float, got an int of {_digits(value)} digits")
+      raise NotADouble(f"{where}: expected float, got an int of {_digits(value)} digits")
     return float(value)
   if name == "string":
     if type(value) is not str:
