@@ -42,6 +42,7 @@ from data.vocab import CODE_TOKEN, EOD_TOKEN
 from export import card, cohere, tokenizer
 from sampling import restore
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
+from training.checkpoints import CheckpointError
 from training.run_info import read_adapters, read_run_info
 
 HF_EXTRA = "pip install -e .[hf]"
@@ -282,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   except (ImportError, FileExistsError, ExportRefused) as error:
     parser.error(str(error))
   except FileNotFoundError as error:
+    parser.error(f"--checkpoint: {error}")
+  except CheckpointError as error:  # every checkpoint damaged, each named with its reason (as sample.py)
     parser.error(f"--checkpoint: {error}")
   print(f"exported step {exported.step} of {args.checkpoint} to {exported.output} as CohereForCausalLM "
         f"({len(exported.files)} files, {exported.seconds:.1f} s)", flush=True)

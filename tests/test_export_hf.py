@@ -10,6 +10,7 @@ compilation), the whole file's budget.
 import json
 import os
 import random
+import re
 import sys
 
 import flax.linen as nn
@@ -767,3 +768,56 @@ def test_a_truncated_or_unreadable_safetensors_file_is_refused_naming_it_and_not
   # A header of the right length and offsets that safetensors still refuses (a dtype it does not know).
   folder, path, _ = damaged("dtype", single, "model.safetensors", lambda d: d.replace(b'"F32"', b'"Q32"', 1))
   assert f"error: {path} is not a readable safetensors file (" in _refused_import(capsys, folder, vocab_path, target)
+
+
+# What a user's shell has: no test-only JAX settings (conftest.py), nothing chosen for TensorFlow's logs.
+_USER_ENV = {k: v for k, v in os.environ.items()
+             if k not in ("JAX_PLATFORMS", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL", "CODELM_VERBOSE", "COLUMNS")}
+_THIRD_PARTY = ("absl::InitializeLog", "I0000 ", "W0000 ", "oneDNN", "cudart", "cuInit", "Event loop is closed",
+                "never retrieved", "Traceback")
+
+
+def _entry_point(module, *flags, verbose=False):
+  import subprocess
+
+  env = dict(_USER_ENV, CODELM_VERBOSE="1") if verbose else _USER_ENV
+  return subprocess.run([sys.executable, "-m", module, *flags], cwd=ROOT, env=env, capture_output=True, text=True,
+                        timeout=300)
+
+
+def test_the_export_entry_points_print_no_third_party_lines_unless_verbose(runs, vocab, tmp_path):
+  """As a user runs them: export.hf and export.from_hf print their own line and nothing on stderr (no
+  absl / TensorFlow / XLA start-up lines); a damaged checkpoint is one warning and one error, exit 2,
+  without orbax's abandoned-read tracebacks or a CheckpointError traceback; CODELM_VERBOSE=1 brings
+  the libraries' lines back."""
+  import shutil
+
+  vocab_path, _, _ = vocab
+  run, exported = runs["tiny", "random"][4], runs["tiny", "random"][5]
+  out = tmp_path / "hf"
+  done = _entry_point("export.hf", "--checkpoint", run, "--output", str(out))
+  assert done.returncode == 0 and done.stderr == "", done.stderr
+  assert re.fullmatch(rf"exported step 1 of {re.escape(run)} to {re.escape(str(out))} as CohereForCausalLM "
+                      r"\(\d+ files, [\d.]+ s\)\n", done.stdout), done.stdout
+  done = _entry_point("export.from_hf", "--hf_dir", str(exported), "--vocab_path", vocab_path,
+                      "--model_dir", str(tmp_path / "back"))
+  assert done.returncode == 0 and done.stderr == "", done.stderr
+  assert done.stdout.startswith(f"imported {exported} into {tmp_path / 'back'} (") and done.stdout.count("\n") == 1
+  damaged = tmp_path / "damaged"
+  shutil.copytree(run, damaged)
+  for path in (damaged / "checkpoints").glob("*/state/**/d/*"):
+    if path.stat().st_size > 2000:  # the arrays' data, not the metadata
+      os.truncate(path, path.stat().st_size // 2)
+  for verbose in (False, True):
+    done = _entry_point("export.hf", "--checkpoint", str(damaged), "--output", str(tmp_path / "none"), verbose=verbose)
+    assert done.returncode == 2 and not (tmp_path / "none").exists(), done.stderr[-2000:]
+    assert f"python -m export.hf: error: --checkpoint: no checkpoint in {damaged}/checkpoints is usable: step 1: " \
+           "it does not restore (" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    if verbose:
+      assert "absl::InitializeLog" in done.stderr and "oneDNN" in done.stderr, done.stderr[-3000:]
+    else:
+      lines = done.stderr.splitlines()
+      assert lines[0].startswith(f"WARNING:root:checkpoint 1 in {damaged}/checkpoints is damaged"), done.stderr
+      assert lines[1].startswith("usage: python -m export.hf") and len(lines) == 4, done.stderr
+      assert not [noise for noise in _THIRD_PARTY if noise in done.stderr], done.stderr[-3000:]
