@@ -13,7 +13,15 @@ Prompts JSONL: `qid`, `language`, `prompt`, optional `stop` (a list of strings; 
 language's, see sampling/stops.py); other fields pass through. Predictions JSONL: one line per sample
 with `qid`, `language`, `sample_id`, `code` (the completion without the prompt, cut at the first stop
 sequence), `finish_reason` (stop / eos / length), `num_tokens`, and the passed-through fields: what
-BabelCode reads (`qid`, `language`, `code`).
+BabelCode reads (`qid`, `language`, `code`); `prompt_truncated: true` on the samples of a prompt cut
+by --truncate_prompts.
+
+A prompt that does not fit in the model's context minus --max_decode_length is refused before
+anything is loaded or written (exit 2, naming how many, the longest, and the --max_decode_length or
+context that would fit): a prompt cut at the front loses its instruction and signature, and a score
+over it means something else. --truncate_prompts samples them anyway from their last tokens. At the
+end the predictions file is counted (prompts, samples, truncated prompts, completions by
+finish_reason: `length` ones reached --max_decode_length), printed, and written to OUTPUT.summary.json.
 
 Resumable: rerunning with the same --output skips prompts whose samples are all there; each prompt's
 samples are appended in one write as soon as its last sample ends, so a killed run never leaves a
@@ -22,9 +30,8 @@ only, and a resumed run lays out the whole prompts file (the complete prompts sk
 did, so it writes the samples an uninterrupted run writes, bit for bit. Another --batch_size or mesh
 draws from the same keys, but its other shapes may round logits differently and so, rarely, change a
 draw. Documented edge
-cases: an empty prompt samples from `[code]` alone; a prompt longer than the model's context minus
-max_decode_length keeps its last tokens (`prompt_truncated: true` in its records). A (qid, language)
-pair is one prompt: BabelCode reuses qids across languages.
+cases: an empty prompt samples from `[code]` alone; a (qid, language) pair is one prompt: BabelCode
+reuses qids across languages.
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
   quiet.setup()
 
 import argparse
+import collections
 import contextlib
+import dataclasses
 import inspect
 import json
 import sys
@@ -50,6 +59,7 @@ import gin_flags
 from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_file
 import storage
 from storage import OutputLocked, exclusive_output, parse_line, read_jsonl
+from sampling.prompt_fit import EncodedPrompts, PromptsTooLong, check_fit
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
 
@@ -135,6 +145,8 @@ def check_sampling_arguments(a: dict) -> None:
   check_float("--temperature", a["temperature"], 0)
   check_float("--top_p", a["top_p"], maximum=1, above=0)
   check_mesh_shape("sample.mesh_shape", a["mesh_shape"])
+  if not isinstance(a["truncate_prompts"], bool):
+    raise UsageError(f"--truncate_prompts must be true or false, got {a['truncate_prompts']!r}")
   if not storage.isfile(a["prompts"]):
     raise UsageError(f"--prompts: {a['prompts']} is not a file")
 
@@ -143,7 +155,8 @@ def check_sampling_arguments(a: dict) -> None:
 def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, output: str = gin.REQUIRED,
            num_samples: int = 1, temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
            top_k: int = DEFAULT_TOP_K, max_decode_length: int = 256, batch_size: int = 256, seed: int = 0,
-           chunk_length: int = 32, mesh_shape: Sequence[int] = (-1, 1, 1), show: int = 0) -> int:
+           chunk_length: int = 32, mesh_shape: Sequence[int] = (-1, 1, 1), show: int = 0,
+           truncate_prompts: bool = False) -> int:
   """Samples every prompt of `prompts` not yet complete in `output`; returns the samples written."""
   import jax
   from jax.experimental import multihost_utils
@@ -160,6 +173,14 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
   if max_decode_length >= run_config.max_length:
     raise UsageError(f"--max_decode_length {max_decode_length} leaves no room for a prompt: the model's "
                      f"context is {run_config.max_length} tokens")
+  # Whether the prompts fit is known from run.json and the vocabulary: refused before any parameter
+  # is read or a file written, and the sampler is given these ids (not encoding them again).
+  encoded = restore.encode_run_prompts(checkpoint, [p["prompt"] for p in records], max_decode_length)
+  try:
+    check_fit(encoded, truncate_prompts, [f"{p['qid']} ({p['language']})" for p in records],
+              length_flag="--max_decode_length", truncate_flag="--truncate_prompts")
+  except PromptsTooLong as error:
+    raise UsageError(f"--prompts {prompts}: {error}") from None
   primary = jax.process_index() == 0
   if primary:
     check_writable_file("--output", output)
@@ -175,9 +196,10 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
     if primary:
       print(f"{len(records)} prompts, {len(records) - len(todo)} already complete in {output}", flush=True)
     if not todo:
+      if primary:
+        report(output, summarize(output), encoded, truncate_prompts)
       return 0
     sampler, step = restore.load_sampler(checkpoint, mesh_shape)
-    max_prompt = sampler.model.config.max_length - max_decode_length
     start, samples, tokens = time.perf_counter(), 0, 0
     from tqdm import tqdm
 
@@ -185,11 +207,11 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
       # Every prompt of the file goes to the sampler, those already complete skipped: the padded
       # width and the layout are then the uninterrupted run's, and so is every sample to the bit.
       stops = [p.get("stop", list(default_stops(p["language"]))) for p in records]
-      stream = sampler.stream([p["prompt"] for p in records], num_samples, config, seed=seed, stops=stops,
-                              prompt_ids=[prompt_seed_id(p) for p in records], skip=[not keep for keep in left])
+      stream = sampler.stream(encoded, num_samples, config, seed=seed, stops=stops,
+                              prompt_ids=[prompt_seed_id(p) for p in records], skip=[not keep for keep in left],
+                              truncate=truncate_prompts)
       for index, completions in stream:  # each prompt as soon as its samples are all done
-        prompt = records[index]
-        truncated = sampler.encode_prompt(prompt["prompt"], max_prompt)[1]
+        prompt, truncated = records[index], encoded.truncated[index]
         lines = []
         for sample_id, completion in enumerate(completions):
           record = {k: v for k, v in prompt.items() if k not in ("prompt", "stop")}
@@ -210,7 +232,59 @@ def sample(*, checkpoint: str = gin.REQUIRED, prompts: str = gin.REQUIRED, outpu
       print(f"wrote {samples} samples to {output}", flush=True)
       if show:
         show_samples(output, {prompt_key(p): p["prompt"] for p in todo}, show)
+      report(output, summarize(output), encoded, truncate_prompts)
     return samples
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionsSummary:
+  """What a predictions file holds, counted from its records (a resumed run's earlier ones too)."""
+
+  prompts: int
+  samples: int
+  truncated_prompts: int  # prompts whose records say prompt_truncated
+  truncated_samples: int
+  finish_reasons: dict[str, int]  # stop / eos / length: samples of each
+
+  def to_json(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def summarize(output: str) -> PredictionsSummary:
+  prompts, truncated, reasons, samples, truncated_samples = set(), set(), collections.Counter(), 0, 0
+  for line in storage.jsonl_lines(storage.read_bytes(output)) if storage.exists(output) else []:
+    try:
+      record = parse_line(line, output)
+      key = prompt_key(record)
+    except (ValueError, KeyError, TypeError):
+      continue  # what completed_prompts drops on a resume
+    prompts.add(key)
+    samples += 1
+    reasons[str(record.get("finish_reason"))] += 1
+    if record.get("prompt_truncated"):
+      truncated.add(key)
+      truncated_samples += 1
+  return PredictionsSummary(len(prompts), samples, len(truncated), truncated_samples, dict(sorted(reasons.items())))
+
+
+def report(output: str, summary: PredictionsSummary, encoded: EncodedPrompts, truncate_prompts: bool) -> None:
+  """The counts that change what a score means, printed last and written to OUTPUT.summary.json."""
+  path = f"{output}.summary.json"
+  storage.write_atomic(path, json.dumps({
+      "predictions": output, **summary.to_json(), "context": encoded.context,
+      "max_decode_length": encoded.max_decode_length, "prompt_room": encoded.room,
+      "truncate_prompts": truncate_prompts}, indent=1) + "\n")
+  reasons = ", ".join(f"{reason} {count}" for reason, count in summary.finish_reasons.items()) or "none"
+  print(f"{output}: {summary.prompts} prompts, {summary.samples} samples (finish_reason: {reasons})", flush=True)
+  if summary.truncated_prompts:
+    print(f"warning: {summary.truncated_prompts} of {summary.prompts} prompts were truncated to their last "
+          f"{encoded.room} tokens (--truncate_prompts; {summary.truncated_samples} samples, marked "
+          "prompt_truncated): their scores are not those of the whole prompts", flush=True)
+  length = summary.finish_reasons.get("length", 0)
+  if length:
+    print(f"warning: {length} of {summary.samples} completions were cut at --max_decode_length "
+          f"{encoded.max_decode_length} (finish_reason length)", flush=True)
+  print(f"summary: {path}", flush=True)
 
 
 def _flags_parser() -> argparse.ArgumentParser:
@@ -234,6 +308,9 @@ def _flags_parser() -> argparse.ArgumentParser:
   parser.add_argument("--chunk_length", type=int,
                       help=f"tokens decoded between host stop checks; default: {defaults['chunk_length']}")
   parser.add_argument("--show", type=int, help="print this many samples per prompt at the end; default: 0")
+  parser.add_argument("--truncate_prompts", action="store_true",
+                      help="sample a prompt longer than the context minus --max_decode_length from its last tokens "
+                      "(marked prompt_truncated, counted at the end); default: refuse such prompts before sampling")
   return parser
 
 

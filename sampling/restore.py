@@ -18,6 +18,7 @@ import storage
 from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
 from model import lora, sharding
 from model.transformer import Decoder
+from sampling.prompt_fit import EncodedPrompts, encode_prompts
 from sampling.sampler import Sampler
 from training.checkpoints import Checkpointer, abstract_with_shardings, read_params
 from training.run_info import read_adapters, read_checkpoint_dir, read_run_info
@@ -30,6 +31,15 @@ def split_checkpoint(checkpoint: str) -> tuple[str, int | None]:
   if len(parts) == 3 and parts[2].isdigit():
     return parts[0] or "/", int(parts[2])
   return checkpoint, None
+
+
+def encode_run_prompts(checkpoint: str, prompts: Sequence[str], max_decode_length: int) -> EncodedPrompts:
+  """The prompts as a run's sampler will feed them (its vocabulary, its context), from run.json and
+  the vocabulary alone: whether they fit is known before a parameter is read."""
+  config, vocab_path = read_run_info(split_checkpoint(checkpoint)[0])
+  vocabulary = get_vocabulary(vocab_path)
+  return encode_prompts(vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), prompts, config.max_length,
+                        max_decode_length)
 
 
 def place_params(model: Decoder, params: Any, mesh: Mesh) -> Any:

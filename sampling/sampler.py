@@ -45,6 +45,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from model.decoding import decode_step, prefill_slots
 from model.sharding import BATCH_AXES
 from model.transformer import Decoder, PrefixSharedCache, init_prefix_shared_cache
+from sampling.prompt_fit import EncodedPrompts, check_fit, encode_prompts
 from sampling.rows import Completion, completion_of, emit, stopped_rows
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
@@ -252,10 +253,12 @@ class Sampler:
 
   def encode_prompt(self, prompt: str, max_prompt_tokens: int) -> tuple[list[int], bool]:
     """[code] + tokens; a prompt longer than max_prompt_tokens keeps its last tokens (truncated=True)."""
-    ids = [self.begin_id] + list(self.vocabulary.encode(prompt))
-    if len(ids) > max_prompt_tokens:
-      return ids[-max_prompt_tokens:], True
-    return ids, False
+    encoded = encode_prompts(self.vocabulary, self.begin_id, [prompt], max_prompt_tokens, 0)
+    return list(encoded.ids[0]), encoded.truncated[0]
+
+  def encode_prompts(self, prompts: Sequence[str], max_decode_length: int) -> EncodedPrompts:
+    """The prompts as `stream` feeds them, in this model's context (see sampling/prompt_fit.py)."""
+    return encode_prompts(self.vocabulary, self.begin_id, prompts, self.model.config.max_length, max_decode_length)
 
   def layout(self, num_prompts: int, num_samples: int, config: SamplingConfig) -> tuple[int, int]:
     """(slots Q, rows per slot G): Q x G >= the rows asked for (capped at the work), Q a multiple of
@@ -323,11 +326,16 @@ class Sampler:
     state, _ = jax.lax.while_loop(cond, body, (state, jnp.zeros((), jnp.int32)))
     return state
 
-  def stream(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
+  def stream(self, prompts: Sequence[str] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
-             max_new_tokens: np.ndarray | None = None,
-             skip: Sequence[bool] | None = None) -> Iterator[tuple[int, list[Completion]]]:
+             max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None,
+             truncate: bool = False) -> Iterator[tuple[int, list[Completion]]]:
     """(prompt index, its num_samples completions) for each prompt, as soon as all its samples end.
+
+    prompts: strings, or `encode_prompts`'s result for config.max_decode_length (a caller that has
+    checked or counted them does not encode them twice). A prompt that does not fit in the context
+    minus max_decode_length raises PromptsTooLong before anything runs, unless `truncate`: then it
+    keeps its last tokens, and `encode_prompts(...).truncated` says which were cut.
 
     prompt_ids: what a prompt's samples are drawn from together with `seed` (default: its index); give
     stable ids (sample.py hashes the prompt's qid and language). max_new_tokens [prompts, num_samples]:
@@ -340,40 +348,42 @@ class Sampler:
     left with the same programs on the same shapes as the run it resumes, to the bit. (Another
     `rows` or mesh changes the shapes, and rounding may then change a rare draw.)
     """
-    skip = np.zeros(len(prompts), bool) if skip is None else np.asarray(skip, bool)
-    if skip.shape != (len(prompts),):
-      raise ValueError(f"skip: one per prompt ({len(prompts)}), got shape {skip.shape}")
+    new = config.max_decode_length
+    if not isinstance(prompts, EncodedPrompts):
+      prompts = self.encode_prompts(prompts, new)
+    elif (prompts.context, prompts.max_decode_length) != (self.model.config.max_length, new):
+      raise ValueError(f"prompts encoded for a context of {prompts.context} with max_decode_length "
+                       f"{prompts.max_decode_length}, sampled with {self.model.config.max_length} and {new}")
+    check_fit(prompts, truncate)
+    encoded = prompts.ids
+    skip = np.zeros(len(encoded), bool) if skip is None else np.asarray(skip, bool)
+    if skip.shape != (len(encoded),):
+      raise ValueError(f"skip: one per prompt ({len(encoded)}), got shape {skip.shape}")
     if skip.all():
       return
-    stops = stops or [[] for _ in prompts]
-    new = config.max_decode_length
-    max_prompt = self.model.config.max_length - new
-    if max_prompt < 1:
-      raise ValueError(f"max_decode_length {new} leaves no room for a prompt in the "
-                       f"model's context of {self.model.config.max_length} tokens")
-    encoded = [self.encode_prompt(p, max_prompt)[0] for p in prompts]
+    stops = stops or [[] for _ in encoded]
     width = -(-max(len(e) for e in encoded) // 16) * 16
     batch = np.zeros((len(encoded), width), np.int32)
     for i, ids in enumerate(encoded):
       batch[i, :len(ids)] = ids
     lengths = np.array([len(e) for e in encoded], np.int32)
-    ids = np.arange(len(prompts)) if prompt_ids is None else np.asarray(prompt_ids)
-    if ids.shape != (len(prompts),):
-      raise ValueError(f"prompt_ids: one per prompt ({len(prompts)}), got shape {ids.shape}")
-    limits = np.full((len(prompts), num_samples), new, np.int32)
+    ids = np.arange(len(encoded)) if prompt_ids is None else np.asarray(prompt_ids)
+    if ids.shape != (len(encoded),):
+      raise ValueError(f"prompt_ids: one per prompt ({len(encoded)}), got shape {ids.shape}")
+    limits = np.full((len(encoded), num_samples), new, np.int32)
     if max_new_tokens is not None:
       limits = np.clip(np.asarray(max_new_tokens, np.int32).reshape(limits.shape), 1, new)
-    slots, group = self.layout(len(prompts), num_samples, config)
+    slots, group = self.layout(len(encoded), num_samples, config)
     key_data = np.asarray(jax.random.key_data(jax.random.key(seed)))  # any Python int seed, as plain data
     state = self._init(self._global(batch), self._global(lengths), self._global(ids.astype(np.uint32)),
                        self._global(key_data), self._global(limits.reshape(-1)), self._global(skip), num_samples,
                        slots, group, config, self.model.config.vocab_size)
     rows = slots * group
     results: dict[int, list[Completion | None]] = {}
-    left = [num_samples] * len(prompts)
+    left = [num_samples] * len(encoded)
     finished_prompts, chunks = int(skip.sum()), 0
     stopped, longest = np.zeros(rows, bool), 0
-    while finished_prompts < len(prompts):
+    while finished_prompts < len(encoded):
       window = new
       if config.window_bucket:
         window = min(new, -(-(longest + config.chunk_length) // config.window_bucket) * config.window_bucket)
@@ -426,12 +436,14 @@ class Sampler:
                                         num_samples, group, window, config)
     return init, decode
 
-  def sample(self, prompts: Sequence[str], num_samples: int, config: SamplingConfig, seed: int,
+  def sample(self, prompts: Sequence[str] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
-             max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None) -> list[list[Completion]]:
+             max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None,
+             truncate: bool = False) -> list[list[Completion]]:
     """num_samples completions for each prompt, in prompt order (see `stream`; a skipped prompt's: [])."""
-    results: list[list[Completion]] = [[] for _ in prompts]
+    results: list[list[Completion]] = [[] for _ in range(len(prompts.ids if isinstance(prompts, EncodedPrompts)
+                                                              else prompts))]
     for prompt, completions in self.stream(prompts, num_samples, config, seed, stops, prompt_ids, max_new_tokens,
-                                           skip):
+                                           skip, truncate):
       results[prompt] = completions
     return results

@@ -105,6 +105,27 @@ def test_long_prompts_keep_their_end(setup):
   assert truncated and len(ids) == 50 and ids == ([code_id] + list(vocabulary.encode("x = 1\n" * 200)))[-50:]
 
 
+def test_the_sampler_refuses_prompts_that_do_not_fit_unless_told_to_truncate(setup):
+  from sampling.prompt_fit import PromptsTooLong
+
+  _, _, vocabulary, model, params, code_id = setup
+  sampler = Sampler(model, params, vocabulary, code_id, [vocabulary.eos_id])
+  config = SamplingConfig(temperature=0.0, max_decode_length=100, chunk_length=8)  # 28 prompt tokens of 128
+  prompts = ["def f():\n", "x = 1\n" * 40]
+  length = 1 + len(vocabulary.encode(prompts[1]))
+  assert length > 28
+  with pytest.raises(PromptsTooLong, match=rf"1 of 2 prompts do not fit .* 128 tokens with max_decode_length 100 "
+                                           rf".*the longest, prompt 1, has {length} tokens"):
+    sampler.sample(prompts, 1, config, seed=0)
+  encoded = sampler.encode_prompts(prompts, 100)
+  assert encoded.truncated == (False, True) and encoded.lengths[1] == length and len(encoded.ids[1]) == 28
+  assert encoded.ids[1] == tuple(sampler.encode_prompt(prompts[1], 28)[0])
+  cut = sampler.sample(prompts, 1, config, seed=0, truncate=True)
+  assert _texts(sampler.sample(encoded, 1, config, seed=0, truncate=True)) == _texts(cut)  # the ids given, as is
+  with pytest.raises(ValueError, match="max_decode_length 100, sampled with 128 and 50"):
+    sampler.sample(encoded, 1, dataclasses.replace(config, max_decode_length=50), seed=0, truncate=True)
+
+
 def test_help_shows_the_benchmark_defaults():
   out = subprocess.run([sys.executable, "sample.py", "--help"], cwd=ROOT, capture_output=True, text=True).stdout
   assert "default: 0.8" in out and "default: 0.95" in out and "default: 0" in out
@@ -487,3 +508,64 @@ def test_sample_py_resumed_at_any_line_writes_what_an_uninterrupted_run_writes(t
     resumed.write_text("".join(lines[:kill]))
     sample_entry.sample(output=str(resumed), **flags)
     assert sorted(resumed.read_text().splitlines(keepends=True), key=key) == sorted(lines, key=key), kill
+
+
+def _long_and_short_prompts(path, vocabulary):
+  """Three prompts, two too long for 32 prompt tokens; the token length ([code] included) of each."""
+  size = lambda text: 1 + len(vocabulary.encode(text))  # noqa: E731
+  repeat = lambda line, least: next(line * k for k in range(1, 200) if size(line * k) > least)  # noqa: E731
+  texts = {"short": "def f():\n", "long": repeat("x = 1\n", 32), "longer": repeat("y = 2\n", 45)}
+  _write_prompts(path, [{"qid": qid, "language": "Python", "prompt": text} for qid, text in texts.items()])
+  return {qid: 1 + len(vocabulary.encode(text)) for qid, text in texts.items()}
+
+
+def test_prompts_that_do_not_fit_are_refused_naming_the_numbers_before_anything_is_written(trained_run, setup,
+                                                                                          tmp_path, capsys):
+  # The trained run's context is 64 tokens: --max_decode_length 32 leaves 32 for a prompt.
+  prompts, output = tmp_path / "prompts.jsonl", tmp_path / "predictions.jsonl"
+  lengths = _long_and_short_prompts(prompts, setup[2])
+  assert lengths["short"] <= 32 < lengths["long"] < lengths["longer"] < 63
+  with pytest.raises(SystemExit) as exit_:
+    sample_entry.main([f"--checkpoint={trained_run}", f"--prompts={prompts}", f"--output={output}",
+                       "--max_decode_length=32"])
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and "Traceback" not in err, err
+  assert (f"2 of 3 prompts do not fit in the model's context of 64 tokens with --max_decode_length 32 (room for 32 "
+          f"prompt tokens, [code] included); the longest, longer (Python), has {lengths['longer']} tokens. "
+          f"--max_decode_length {64 - lengths['longer']} or less fits every prompt, or a model with a context of "
+          f"{lengths['longer'] + 32} tokens; or pass --truncate_prompts") in " ".join(err.split()), err
+  assert sorted(os.listdir(tmp_path)) == ["prompts.jsonl"]  # no output, lock or summary
+  # The largest length it names fits: the same prompts then sample, none truncated.
+  assert sample_entry.main([f"--checkpoint={trained_run}", f"--prompts={prompts}", f"--output={output}",
+                            f"--max_decode_length={64 - lengths['longer']}", "--num_samples=1"]) == 3
+  assert not any("prompt_truncated" in json.loads(line) for line in open(output))
+
+
+def test_truncate_prompts_samples_them_marks_them_and_counts_them_and_length_cuts_at_the_end(trained_run, setup,
+                                                                                            tmp_path, capsys):
+  prompts, output = tmp_path / "prompts.jsonl", tmp_path / "predictions.jsonl"
+  _long_and_short_prompts(prompts, setup[2])
+  argv = [f"--checkpoint={trained_run}", f"--prompts={prompts}", f"--output={output}", "--max_decode_length=32",
+          "--num_samples=2", "--batch_size=6", "--truncate_prompts"]
+  assert sample_entry.main(argv) == 6
+  out = capsys.readouterr().out
+  records = [json.loads(line) for line in open(output)]
+  assert {(r["qid"], r.get("prompt_truncated", False)) for r in records} == {
+      ("short", False), ("long", True), ("longer", True)}
+  reasons = {reason: sum(r["finish_reason"] == reason for r in records) for reason in ("eos", "length", "stop")}
+  reasons = {reason: count for reason, count in reasons.items() if count}
+  assert reasons.get("length", 0) > 0  # two training steps: the tiny model runs to the limit
+  summary = json.loads(open(f"{output}.summary.json").read())
+  assert summary == {"predictions": str(output), "prompts": 3, "samples": 6, "truncated_prompts": 2,
+                     "truncated_samples": 4, "finish_reasons": reasons, "context": 64, "max_decode_length": 32,
+                     "prompt_room": 32, "truncate_prompts": True}
+  assert (f"warning: 2 of 3 prompts were truncated to their last 32 tokens (--truncate_prompts; 4 samples, marked "
+          "prompt_truncated)") in out, out
+  assert f"warning: {reasons['length']} of 6 completions were cut at --max_decode_length 32 (finish_reason length)" \
+      in out, out
+  assert out.rstrip().endswith(f"summary: {output}.summary.json"), out
+  # A rerun (nothing left) counts the whole file again, the earlier run's samples included.
+  os.remove(f"{output}.summary.json")
+  assert sample_entry.main(argv) == 0
+  assert json.loads(open(f"{output}.summary.json").read()) == summary
+  assert "warning: 2 of 3 prompts were truncated" in capsys.readouterr().out

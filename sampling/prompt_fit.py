@@ -1,0 +1,92 @@
+"""Whether prompts fit a model's context: the one place that computes a prompt's room and cuts it.
+
+A prompt is `[code]` + its tokens and must leave `max_decode_length` positions of the context for the
+completion. One that does not fit is refused by default (PromptsTooLong, naming how many, the longest
+and the settings that would fit): a left-truncated prompt loses its instruction and signature, and a
+score over such prompts silently means something else (issue 40: pass@1 0.030 instead of 0.052).
+Truncation (keeping the last `room` tokens, as documents end at the completion) is the caller's
+explicit choice, and every truncated prompt is marked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+
+def prompt_room(context: int, max_decode_length: int) -> int:
+  """Tokens a prompt ([code] included) may have in a context of `context` with `max_decode_length` new."""
+  return context - max_decode_length
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedPrompts:
+  """Prompts as the sampler feeds them: ids [prompts][<= room], each prompt's full length before any
+  cut, and the room they were cut to (or checked against)."""
+
+  ids: tuple[tuple[int, ...], ...]
+  lengths: tuple[int, ...]  # [code] + tokens, before truncation
+  context: int
+  max_decode_length: int
+
+  @property
+  def room(self) -> int:
+    return prompt_room(self.context, self.max_decode_length)
+
+  @property
+  def truncated(self) -> tuple[bool, ...]:
+    return tuple(n > self.room for n in self.lengths)
+
+  @property
+  def num_truncated(self) -> int:
+    return sum(self.truncated)
+
+  @property
+  def longest(self) -> int:
+    """The index of the longest prompt."""
+    return max(range(len(self.lengths)), key=self.lengths.__getitem__)
+
+
+def encode_prompts(vocabulary, begin_id: int, prompts: Sequence[str], context: int,
+                   max_decode_length: int) -> EncodedPrompts:
+  """[code] + tokens of each prompt; one longer than the room keeps its last `room` tokens (and is
+  counted in `truncated`). Whether that is allowed is the caller's: see `check_fit`."""
+  room = prompt_room(context, max_decode_length)
+  if room < 1:
+    raise ValueError(f"max_decode_length {max_decode_length} leaves no room for a prompt in the model's context "
+                     f"of {context} tokens")
+  full = [[int(begin_id)] + [int(i) for i in vocabulary.encode(p)] for p in prompts]
+  return EncodedPrompts(ids=tuple(tuple(ids[-room:]) for ids in full), lengths=tuple(len(ids) for ids in full),
+                        context=context, max_decode_length=max_decode_length)
+
+
+class PromptsTooLong(ValueError):
+  """Some prompts do not fit and truncation was not asked for; `encoded` says which."""
+
+  def __init__(self, message: str, encoded: EncodedPrompts):
+    super().__init__(message)
+    self.encoded = encoded
+
+
+def too_long_message(encoded: EncodedPrompts, names: Sequence[str] | None = None,
+                     length_flag: str = "max_decode_length", truncate_flag: str = "truncate=True") -> str:
+  """What does not fit and what would: the count, the longest (by `names`, default its index), the
+  largest max_decode_length that fits every prompt, the context they need, and the way to truncate."""
+  longest = encoded.longest
+  name = names[longest] if names is not None else f"prompt {longest}"
+  most = encoded.lengths[longest]
+  largest = encoded.context - most
+  fits = (f"{length_flag} {largest} or less fits every prompt" if largest >= 1 else
+          f"no {length_flag} fits the longest in this context")
+  return (f"{encoded.num_truncated} of {len(encoded.lengths)} prompts do not fit in the model's context of "
+          f"{encoded.context} tokens with {length_flag} {encoded.max_decode_length} (room for {encoded.room} "
+          f"prompt tokens, [code] included); the longest, {name}, has {most} tokens. {fits[0].upper() + fits[1:]}, "
+          f"or a model with a context of {most + encoded.max_decode_length} tokens; or pass {truncate_flag} to "
+          f"keep the last {encoded.room} tokens of each prompt too long (its instruction and signature may be "
+          f"lost, which changes what a score means)")
+
+
+def check_fit(encoded: EncodedPrompts, truncate: bool, names: Sequence[str] | None = None, **flags: str) -> None:
+  """Raises PromptsTooLong (with too_long_message) when a prompt does not fit and `truncate` is False."""
+  if encoded.num_truncated and not truncate:
+    raise PromptsTooLong(too_long_message(encoded, names, **flags), encoded)
