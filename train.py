@@ -52,10 +52,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
   try:
     gin_flags.parse_gin(gin_files, bindings)
     return train(gin_config_str=gin.config_str())
-  except UsageError as error:  # a flag, gin value or input the user gave: status 2, as argparse's
+  except (UsageError, OutputLocked) as error:  # the user's flags/input, or a MODEL_DIR another run
+    # holds: status 2, as argparse's and as sample.py and the scorer answer a held output
     print(f"train.py: {gin_flags.message(error)}", file=sys.stderr)
     sys.exit(2)
-  except (FloatingPointError, CheckpointError, OutputLocked) as error:
+  except (FloatingPointError, CheckpointError) as error:
     sys.exit(f"train.py: {gin_flags.message(error)}")
 
 
