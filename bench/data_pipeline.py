@@ -21,6 +21,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import quiet  # noqa: E402
+
+if __name__ == "__main__":  # before TensorFlow is imported: no start-up lines
+  quiet.setup()
+
 import storage  # noqa: E402
 from data import mixtures, stream  # noqa: E402
 

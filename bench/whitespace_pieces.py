@@ -19,6 +19,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import quiet  # noqa: E402
+
+if __name__ == "__main__":  # before TensorFlow is imported: no start-up lines
+  quiet.setup()
+
 import sentencepiece as spm  # noqa: E402
 
 import storage  # noqa: E402

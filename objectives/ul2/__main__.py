@@ -7,6 +7,11 @@ objective it shows.
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before TensorFlow (seqio) is imported: no start-up lines
+  quiet.setup()
+
 import argparse
 from typing import Sequence
 
