@@ -137,10 +137,35 @@ def _mounts(toolchain: Toolchain, passwd_fd: int) -> list[str]:
       args += ["--perms", "0755", "--dir", parent]
       made.add(parent)
     args += ["--ro-bind-try", path, path]
+  for host, inside in toolchain.mounts:
+    for parent in _ancestors(inside):
+      if parent not in made and not parent.startswith("/usr/"):
+        args += ["--perms", "0755", "--dir", parent]
+        made.add(parent)
+    args += ["--ro-bind", host, inside]
   for path in toolchain.hidden:  # an empty read-only folder over it (last: it must cover the binds)
     if os.path.isdir(path):
-      args += ["--size", str(1 << 20), "--tmpfs", path, "--remount-ro", path]
+      inside = sandbox_path(toolchain, path)
+      args += ["--size", str(1 << 20), "--tmpfs", inside, "--remount-ro", inside]
   return args
+
+
+def sandbox_path(toolchain: Toolchain, path: str) -> str:
+  """Where the sandbox sees the host path `path`: under the toolchain mount holding it, else there."""
+  for host, inside in toolchain.mounts:
+    if path == host or path.startswith(host.rstrip("/") + "/"):
+      return inside + path[len(host.rstrip("/")):]
+  return path
+
+
+def _inside(program: Program, toolchain: Toolchain) -> Program:
+  """`program` with each step's program named where the sandbox sees it (a renderer names its
+  toolchain's host paths: the same paths its version command and `missing` check)."""
+  if not toolchain.mounts:
+    return program
+  move = lambda argv: (sandbox_path(toolchain, argv[0]), *argv[1:]) if argv else argv
+  return dataclasses.replace(program, run=move(program.run),
+                             compile=tuple(move(argv) for argv in program.compile))
 
 
 def _ancestors(path: str) -> list[str]:
@@ -337,14 +362,14 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, 
         for path, output in program.artefacts.items():
           args += _artefact_binds(build_dir, output, path)
       env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": BOX, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-             "LC_ALL": "C.UTF-8", **program.env}
+             "LC_ALL": "C.UTF-8", **dict(toolchain.env), **program.env}
       args += ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
       args += ["--chdir", BOX, "--"]
       if root:
         args += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all", "--"]
       status_r, status_w = os.pipe()
-      args += ["/bin/bash", "-c", _driver(program, limits, status_w)]
+      args += ["/bin/bash", "-c", _driver(_inside(program, toolchain), limits, status_w)]
       stdout_path, stderr_path = os.path.join(host, "stdout"), os.path.join(host, "stderr")
       memory = max(limits.memory_mb, toolchain.memory_mb or 0)
       deadline = limits.compile_timeout_s * len(program.compile) + limits.timeout_s + 10

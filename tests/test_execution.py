@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -36,7 +37,7 @@ print(json.dumps({
 
 def test_unprivileged_and_only_the_toolchain_visible():
   hidden = [ROOT, sys.prefix, "/root/.bashrc", "/etc/shadow", "/home", "/work"]
-  result = run_python(f"PATHS = {hidden + ['/usr/bin', sys.base_prefix]!r}\n" + PROBE)
+  result = run_python(f"PATHS = {hidden + ['/usr/bin']!r}\n" + PROBE)
   assert result.run.exit_code == 0, result.stderr
   seen = json.loads(result.stdout)
   if os.geteuid() == 0:
@@ -46,7 +47,7 @@ def test_unprivileged_and_only_the_toolchain_visible():
   assert seen["caps"] == "0000000000000000" and seen["no_new_privs"] == "1"
   assert seen["cwd"] == execution.BOX
   assert not any(seen["visible"][p] for p in hidden), seen["visible"]
-  assert seen["visible"]["/usr/bin"] and seen["visible"][sys.base_prefix]
+  assert seen["visible"]["/usr/bin"]
 
 
 def test_disk_and_output_caps():
@@ -88,8 +89,7 @@ def test_toolchain_paths_under_tmp_are_visible(tmp_path):
   tools = tmp_path / "checkout" / ".toolchains"
   tools.mkdir(parents=True)
   (tools / "tool.txt").write_text("the toolchain\n")
-  toolchain = base.Toolchain(binaries=PYTHON.toolchain.binaries, version_command=("true",),
-                             read_only=(*PYTHON.toolchain.read_only, str(tools)))
+  toolchain = dataclasses.replace(PYTHON.toolchain, read_only=(*PYTHON.toolchain.read_only, str(tools)))
   interpreter = PYTHON.program.__globals__["_base_interpreter"]()
   program = base.Program(files={"p.py": f"print(open({str(tools / 'tool.txt')!r}).read())"},
                          run=(interpreter, "-I", "-S", "p.py"))
@@ -134,3 +134,35 @@ def test_a_run_that_exceeds_the_file_size_cap_on_stderr_is_reported():
   result = execution.execute(program, PYTHON.toolchain, limits)
   assert result.run is not None and result.run.exit_code not in (0, None), result
   assert not result.run.timed_out
+
+
+HOME_PROBE = """
+import json, os, sys, sysconfig
+import collections, dataclasses, functools, heapq, itertools, math, re, typing  # what programs use
+def seen(path):
+    try:
+        return sorted(os.listdir(path)) if os.path.isdir(path) else open(path, 'rb').read(1) is not None
+    except OSError:
+        return None
+purelib = sysconfig.get_paths()["purelib"]
+print(json.dumps({"paths": {p: seen(p) for p in PATHS}, "purelib": seen(purelib),
+                  "prefix": sys.base_prefix, "json": json.dumps(heapq.nsmallest(1, [2, 1]))}))
+"""
+
+
+def test_the_python_sandbox_shows_only_the_interpreter_not_home_repo_or_packages():
+  """Only the interpreter, its standard library and its shared library are bound, at a path of
+  their own: not the home folder the interpreter lives in, nor the interpreter's or the
+  virtualenv's site-packages, nor the checkout."""
+  home = os.path.expanduser("~")
+  site = next(p for p in sys.path if p.endswith("site-packages"))
+  paths = {"/root", home, ROOT, sys.prefix, site}
+  if not sys.base_prefix.startswith("/usr"):  # (Debian's interpreter is in /usr, which is there)
+    paths |= {sys.base_prefix, os.path.dirname(sys.base_prefix)}
+  paths = sorted(paths)
+  result = run_python(f"PATHS = {paths!r}\n" + HOME_PROBE)
+  assert result.run.exit_code == 0, result.stderr
+  seen = json.loads(result.stdout)
+  assert all(v is None for v in seen["paths"].values()), seen["paths"]
+  assert not seen["purelib"], seen  # absent or empty: no third-party package importable
+  assert seen["json"] == "[1]" and not seen["prefix"].startswith(home), seen

@@ -66,7 +66,12 @@ class Toolchain:
   binaries: tuple[str, ...]                     # must exist, or the language is not available
   version_command: tuple[str, ...]              # its first output line is recorded with results
   read_only: tuple[str, ...] = ()               # extra host paths bound read-only (beyond /usr, /lib..)
-  hidden: tuple[str, ...] = ()                  # folders inside those shown empty (third-party packages)
+  # (host path, path in the sandbox): bound read-only elsewhere than on the host, so that a toolchain
+  # living in a home folder does not show that folder. A step whose program is a host path under
+  # one of them runs it from its sandbox path.
+  mounts: tuple[tuple[str, str], ...] = ()
+  hidden: tuple[str, ...] = ()                  # host folders in those shown empty (third-party packages)
+  env: tuple[tuple[str, str], ...] = ()         # (name, value) under the program's own env (hashable)
   memory_mb: int | None = None                  # address-space cap override (JVM, GHC reserve a lot)
   install_hint: str = "make toolchains"
 

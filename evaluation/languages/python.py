@@ -115,7 +115,7 @@ def _base_interpreter() -> str:
 
 def _third_party_folders() -> tuple[str, ...]:
   """The base installation's site-packages and the distribution's dist-packages: bound along with
-  the interpreter's prefix (or /usr), but nothing a program needs (it runs -I -S)."""
+  the standard library (or /usr), but nothing a program needs (it runs -I -S)."""
   import glob
   import sysconfig
   paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
@@ -124,13 +124,44 @@ def _third_party_folders() -> tuple[str, ...]:
   return tuple(sorted(folders))
 
 
+# Where the sandbox sees an interpreter installed outside /usr (pyenv's in /root/.pyenv): a path
+# that names no home folder.
+SANDBOX_PREFIX = "/opt/python"
+
+
+def _interpreter_mounts() -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+  """(mounts, env) that show the sandbox the base interpreter and nothing else of its prefix: the
+  executable, the standard library (lib-dynload included; its site-packages is hidden) and the
+  shared libpython, under SANDBOX_PREFIX, where the interpreter finds its standard library from its
+  own location. The executable's RUNPATH names the host prefix, so LD_LIBRARY_PATH names the new
+  one. An interpreter under /usr (Debian's) is already there: nothing to mount."""
+  import os
+  import sysconfig
+  prefix = os.path.normpath(sys.base_prefix)
+  if prefix == "/usr" or prefix.startswith("/usr/"):
+    return (), ()
+  inside = lambda path: SANDBOX_PREFIX + os.path.normpath(path)[len(prefix):]
+  stdlib = sysconfig.get_paths(vars={"installed_base": prefix, "base": prefix})["stdlib"]
+  mounts = [(_base_interpreter(), inside(_base_interpreter())), (stdlib, inside(stdlib))]
+  env: tuple[tuple[str, str], ...] = ()
+  library = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "")
+  if sysconfig.get_config_var("Py_ENABLE_SHARED") and os.path.isfile(library):
+    mounts.append((library, inside(library)))
+    env = (("LD_LIBRARY_PATH", os.path.dirname(inside(library))),)
+  return tuple(mounts), env
+
+
+_MOUNTS, _ENV = _interpreter_mounts()
+
+
 class Python(base.Renderer):
   name = "python"
   display_name = "Python"
   # The interpreter that runs codelm (not its virtualenv): `-I -S` keeps site-packages out.
   toolchain = base.Toolchain(binaries=(_base_interpreter(),),
                              version_command=(_base_interpreter(), "--version"),
-                             read_only=(sys.base_prefix,), hidden=_third_party_folders())
+                             mounts=_MOUNTS, env=_ENV,
+                             hidden=_third_party_folders())
   # Python keeps the benchmark's own names (HumanEval's `N`, `S`): its docstrings refer to them.
   reserved = base.PYTHON_RESERVED
 
