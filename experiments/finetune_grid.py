@@ -118,6 +118,7 @@ class Grid:
   sample_batch_size: int = 64
   workers: int | None = None  # scoring sandboxes at a time (None: one per CPU)
   labels: str = "dataset"  # the categories scored: "dataset" or "derived" (data/practical_labels.py)
+  truncate_prompts: bool = False  # sample.py --truncate_prompts (refused by default)
 
   def cell_dir(self, cell: Cell) -> str:
     return os.path.join(self.output, cell.name)
@@ -128,7 +129,9 @@ class Grid:
     return {"pretrained": self.pretrained, "dataset": self.dataset or SMALL_DATASET, "run_gin": self.run_gin,
             "steps": self.steps, "bindings": list(self.bindings), "labels": self.labels,
             "sampling": {"num_samples": self.num_samples, "temperature": self.temperature,
-                         "max_decode_length": self.max_decode_length}}
+                         "max_decode_length": self.max_decode_length,
+                         # only when set: the done.json of grids from before stay the same runs
+                         **({"truncate_prompts": True} if self.truncate_prompts else {})}}
 
 
 def train_args(cell: Cell, grid: Grid) -> list[str]:
@@ -150,7 +153,7 @@ def sample_args(cell: Cell, grid: Grid) -> list[str]:
           f"--prompts={os.path.join(cell_dir, 'prompts.jsonl')}",
           f"--output={os.path.join(cell_dir, 'predictions.jsonl')}", f"--num_samples={grid.num_samples}",
           f"--temperature={grid.temperature:g}", f"--max_decode_length={grid.max_decode_length}",
-          f"--batch_size={grid.sample_batch_size}"]
+          f"--batch_size={grid.sample_batch_size}"] + (["--truncate_prompts"] if grid.truncate_prompts else [])
 
 
 def dry_run_commands(cell: Cell, grid: Grid) -> list[list[str]]:
@@ -404,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--temperature", type=float, default=0.0)
   p.add_argument("--max_decode_length", type=int, default=256)
   p.add_argument("--sample_batch_size", type=int, default=64)
+  p.add_argument("--truncate_prompts", action="store_true",
+                 help="sample.py keeps the last tokens of a prompt that does not fit (counted in each cell's "
+                      "predictions.jsonl.summary.json) instead of refusing it")
   p.add_argument("--workers", type=int, default=None, help="scoring sandboxes at a time (default: one per CPU)")
   p.add_argument("--dry_run", action="store_true", help="print the commands of the unfinished cells")
   p.add_argument("--collect_only", action="store_true", help="run nothing; write the summary")
@@ -436,7 +442,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_script) -> int:
       p.error(f"--dataset {dataset or SMALL_DATASET}: {error}")
     grid = Grid(output, storage.resolve(args.pretrained), dataset, args.run_gin, args.steps, tuple(bindings),
                 args.num_samples, args.temperature, args.max_decode_length, args.sample_batch_size, args.workers,
-                labels)
+                labels, args.truncate_prompts)
     status = run_grid(cells, grid, tests, args.dry_run, runner)
     if status or args.dry_run:
       return status

@@ -2,7 +2,7 @@
 
   python -m experiments.score_grid --grid ABL_DIR [--datasets humaneval,translation,NAME=FILE:TASK[:SOURCE]] \
       [--sizes tiny,mini] [--mixtures natural,unimax_1] [--languages all] [--limit N] \
-      [--num_samples N] [--max_decode_length L] [--workers N] [--dry_run]
+      [--num_samples N] [--max_decode_length L] [--workers N] [--truncate_prompts] [--dry_run]
 
 A cell is experiments.ablation's <size>_<mixture> directory with done.json (a finished train.py run).
 Per dataset, the prompts are written once to ABL_DIR/prompts/<dataset>.jsonl; per cell, sample.py
@@ -89,13 +89,16 @@ def finished_cells(grid: str, sizes: Sequence[str] | None, mixtures: Sequence[st
 
 
 def sample_command(cell_dir: str, dataset: Dataset, prompts_path: str, predictions: str,
-                   num_samples: int | None, max_decode_length: int | None) -> list[str]:
+                   num_samples: int | None, max_decode_length: int | None,
+                   truncate_prompts: bool = False) -> list[str]:
   command = [sys.executable, os.path.join(ROOT, "sample.py"), f"--gin_file={os.path.join(ROOT, SAMPLE_GINS[dataset.task])}",
              f"--checkpoint={cell_dir}", f"--prompts={prompts_path}", f"--output={predictions}"]
   if num_samples:
     command.append(f"--num_samples={num_samples}")
   if max_decode_length:
     command.append(f"--max_decode_length={max_decode_length}")
+  if truncate_prompts:
+    command.append("--truncate_prompts")
   return command
 
 
@@ -108,7 +111,8 @@ def k_for(dataset: Dataset, num_samples: int | None) -> int:
 def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = None,
         mixtures: Sequence[str] | None = None, languages: Sequence[str] | None = None, limit: int | None = None,
         num_samples: int | None = None, max_decode_length: int | None = None, workers: int | None = None,
-        dry_run: bool = False, runner: Callable[[list[str]], int] = subprocess.call) -> int:
+        dry_run: bool = False, runner: Callable[[list[str]], int] = subprocess.call,
+        truncate_prompts: bool = False) -> int:
   cells = finished_cells(grid, sizes, mixtures)
   if not cells:
     print(f"error: no finished cell (<size>_<mixture>/done.json) under {grid}", file=sys.stderr)
@@ -126,7 +130,7 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
       predictions = storage.join(cell_dir, "predictions", f"{dataset.name}.jsonl")
       scores = storage.join(cell_dir, "scores", dataset.name)
       command = sample_command(cell_dir, dataset, prompt_paths[dataset.name], predictions, num_samples,
-                               max_decode_length)
+                               max_decode_length, truncate_prompts)
       print(f"[cell {number}/{len(cells)}] {size}_{mixture} {dataset.name}: sampling", flush=True)
       if dry_run:
         print("  " + " ".join(command))
@@ -173,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--num_samples", type=int, help="samples per prompt (default: the sample gin's)")
   parser.add_argument("--max_decode_length", type=int, help="tokens per sample (default: the sample gin's)")
   parser.add_argument("--workers", type=int, help="scoring workers (default: the CPUs)")
+  parser.add_argument("--truncate_prompts", action="store_true",
+                      help="sample.py keeps the last tokens of a prompt that does not fit (counted in its "
+                           "summary) instead of refusing it")
   parser.add_argument("--dry_run", action="store_true", help="print the commands, run nothing")
   args = parser.parse_args(argv)
   for flag in ("limit", "num_samples", "max_decode_length", "workers"):
@@ -185,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.error(str(error))
   split = lambda value: [v for v in value.split(",") if v] if value else None  # noqa: E731
   return run(args.grid, datasets, split(args.sizes), split(args.mixtures), languages, args.limit,
-             args.num_samples, args.max_decode_length, args.workers, args.dry_run)
+             args.num_samples, args.max_decode_length, args.workers, args.dry_run,
+             truncate_prompts=args.truncate_prompts)
 
 
 if __name__ == "__main__":

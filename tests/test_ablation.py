@@ -241,7 +241,8 @@ def test_grid_trains_with_train_py_then_reuses_finished_cells(corpus, tmp_path, 
   # Then the tiny cells sampled and scored (2 problems, 2 samples each, in Python), and the paper's
   # figures drawn from their metrics.json files at k = 2.
   score_argv = ["--grid", str(output), "--sizes", "tiny", "--datasets", "humaneval", "--languages", "python",
-                "--limit", "2", "--num_samples", "2", "--max_decode_length", "8", "--workers", "1"]
+                "--limit", "2", "--num_samples", "2", "--max_decode_length", "8", "--workers", "1",
+                "--truncate_prompts"]  # HumanEval prompts in a tiny cell's context
   assert score_grid.main(score_argv) == 0
   for cell in ("tiny_natural", "tiny_unimax_1"):
     metrics = json.loads((output / cell / "scores" / "humaneval" / "metrics.json").read_text())
@@ -272,6 +273,10 @@ def test_score_grid_finds_finished_cells_and_prints_its_commands(tmp_path, capsy
   assert "gin_configs/sample/translation.gin" in out and "--num_samples=10" in out
   assert f"--benchmark tp3.jsonl --output {tmp_path / 'tiny_natural' / 'scores' / 'bc_tp3'} --k 1,10" in out
   assert not (tmp_path / "prompts").exists()  # a dry run writes nothing
+  assert "--truncate_prompts" not in out  # refused by default; passed through only when asked
+  assert score_grid.main(["--grid", str(tmp_path), "--sizes", "mini", "--datasets", "humaneval",
+                          "--truncate_prompts", "--dry_run"]) == 0
+  assert capsys.readouterr().out.count("--truncate_prompts") == 1
   assert score_grid.parse_datasets("humaneval,bc_mbpp=m.jsonl:generation") == [
       score_grid.Dataset("humaneval", "humaneval", "generation"),
       score_grid.Dataset("bc_mbpp", "m.jsonl", "generation")]

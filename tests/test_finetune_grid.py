@@ -116,6 +116,14 @@ def test_cells_commands_and_dry_run(tmp_path, capsys, no_scoring):
   assert (done["train_fraction"], done["seed"], done["dataset"], done["steps"]) == (0.8, 0, dataset, 3)
   assert done["commands"]["train"][1:] == calls[4] and done["test_problems"] == 16
   assert (cell / "train.log").read_text() == "fake train.py\n" and (cell / "score" / "metrics.json").exists()
+  assert "truncate_prompts" not in done["sampling"]  # the same run as grids from before
+
+  # --truncate_prompts reaches every cell's sample.py (refused by default: see tests/test_sampler.py).
+  calls = []
+  fresh = [str(tmp_path / "grid2") if a == str(grid) else a for a in argv]
+  assert finetune_grid.main(fresh + ["--truncate_prompts", "--dry_run"], runner=fake_runner(calls)) == 0
+  printed = [line for line in capsys.readouterr().out.splitlines() if " sample.py " in f" {line} "]
+  assert len(printed) == 4 and all(line.endswith(" --truncate_prompts") for line in printed), printed
 
 
 def test_test_prompts_of_each_cell(tmp_path, no_scoring):

@@ -58,7 +58,8 @@ def test_train_sample_score_with_every_path_remote(tmp_path, monkeypatch, capsys
   prompts, predictions, scores = f"{remote}/prompts.jsonl", f"{remote}/predictions.jsonl", f"{remote}/scores"
   assert prompts_entry.main(["humaneval", "--languages", "python", "--limit", "3", "--output", prompts]) == 0
   assert sample_entry.main([f"--checkpoint={model_dir}", f"--prompts={prompts}", f"--output={predictions}",
-                            "--num_samples=2", "--max_decode_length=8", "--batch_size=3"]) == 6
+                            "--num_samples=2", "--max_decode_length=8", "--batch_size=3",
+                            "--truncate_prompts"]) == 6  # HumanEval prompts in a 64-token context
   assert score_entry.main(["--predictions", predictions, "--output", scores, "--languages", "python",
                            "--workers", "2", "--k", "1"]) == 0
 
