@@ -373,7 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"invalid prediction: {message}", file=sys.stderr)
   for message in values["unscored_predictions"][:20]:
     print(message)
-  return 0
+  for line in resumable.unscored_lines(values["unscored_predictions"]):
+    print(line)
+  return 1 if values["unscored_predictions"] else 0
 
 
 if __name__ == "__main__":

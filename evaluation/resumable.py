@@ -184,6 +184,15 @@ class Report:
             "batching": dataclasses.asdict(self.batching)}
 
 
+def unscored_lines(unscored: Sequence[str]) -> list[str]:
+  """The end of a scorer's summary when some predictions have no verdict (exit status 1)."""
+  if not unscored:
+    return []
+  more = [f"... and {len(unscored) - 20} more (metrics.json lists them all)"] if len(unscored) > 20 else []
+  return more + [f"{len(unscored)} predictions could not be scored: pass@k above leaves them out; "
+                 "rerun the same command to try them again (exit status 1)"]
+
+
 def plan(benchmark: Benchmark, predictions: Sequence[Prediction], results: Mapping[tuple, dict]
          ) -> tuple[dict[tuple, list[Prediction]], list[dict]]:
   """What is left to do: the predictions to score grouped by program (the first of each group runs),
@@ -229,9 +238,22 @@ def score_predictions(benchmark: Benchmark, predictions: Sequence[Prediction], o
     report.reused_earlier = len(reused)
     lock = threading.Lock()
 
-    def run(unit: list[Prediction]) -> list[dict]:
+    def run(unit: list[Prediction]) -> list[dict | Exception]:
+      """The unit's verdicts; where the unit's run raised, each member's alone, so that one member's
+      fault (a judge error, say) costs that member only, never the others it was built with."""
       stats = batching.Stats()
-      verdicts = benchmark.run(unit, stats)
+      try:
+        verdicts = benchmark.run(unit, stats)
+      except Exception as error:  # noqa: BLE001 - narrowed to the members below
+        if len(unit) == 1:
+          verdicts = [error]
+        else:
+          verdicts = []
+          for p in unit:
+            try:
+              verdicts += benchmark.run([p], stats)
+            except Exception as member_error:  # noqa: BLE001 - this member alone is unscored
+              verdicts.append(member_error)
       with lock:
         report.batching.add(stats)
       return verdicts
@@ -254,14 +276,15 @@ def score_predictions(benchmark: Benchmark, predictions: Sequence[Prediction], o
           try:
             verdicts = future.result()
           except Exception as error:  # noqa: BLE001 - one unit never stops the others
-            for p in unit:
-              for q in groups[programs[id(p)]]:
-                report.unscored.append(f"{source}:{q.line}: {q.language} {q.qid} sample {q.sample_id!r} "
-                                       f"could not be scored: {type(error).__name__}: {error}")
-              bar.update(len(groups[programs[id(p)]]))
-            continue
+            verdicts = [error] * len(unit)
           for p, verdict in zip(unit, verdicts):
             program = programs[id(p)]
+            if isinstance(verdict, Exception):  # not written: a rerun tries it again
+              for q in groups[program]:
+                report.unscored.append(f"{source}:{q.line}: {q.language} {q.qid} sample {q.sample_id!r} "
+                                       f"could not be scored: {type(verdict).__name__}: {verdict}")
+              bar.update(len(groups[program]))
+              continue
             for q in groups[program]:
               record = record_of(q, verdict, program[2])
               out.write(record)

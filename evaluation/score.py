@@ -314,7 +314,9 @@ def summary(metrics: dict) -> str:
   extra = len(metrics["invalid_predictions"]) - 20
   if extra > 0:
     lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
+  lines += resumable.unscored_lines(metrics["unscored_predictions"])
   return "\n".join(lines)
+
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -367,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"error: {error}", file=sys.stderr)
     return 2
   print(summary(metrics))
-  return 0
+  return 1 if metrics["unscored_predictions"] else 0
 
 
 if __name__ == "__main__":

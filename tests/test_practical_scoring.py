@@ -225,6 +225,26 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
   assert "| overall | 1 | 100.0 | 100.0 |" in captured.out and "| numpy | 1 |" in captured.out
   assert "pandas" not in captured.out
 
+  # A fault of the scorer's own on one prediction: that one is unscored, named, and the exit is 1.
+  original = practical.PracticalBenchmark.run
+
+  def run(self, unit, stats):
+    if any("POISON" in p.code for p in unit):
+      raise OverflowError("int too large to convert to float")
+    return original(self, unit, stats)
+
+  practical.PracticalBenchmark.run = run
+  try:
+    poisoned = write_predictions(tmp_path / "poisoned.jsonl", [{"qid": "n1", "code": NUMPY.body + "\n# POISON"}])
+    assert practical.main(["--predictions", poisoned, "--dataset", str(dataset), "--output_dir",
+                           str(tmp_path / "o2"), "--workers", "1"]) == 1
+  finally:
+    practical.PracticalBenchmark.run = original
+  out = capsys.readouterr().out
+  assert "poisoned.jsonl:1: python n1 sample 0 could not be scored: OverflowError" in out
+  assert out.rstrip().endswith("1 predictions could not be scored: pass@k above leaves them out; rerun the same "
+                               "command to try them again (exit status 1)")
+
 
 def _metrics(pass_at_1: float, categories: dict[str, float], bleu: float = 10.0) -> dict:
   group = lambda value: {"problems": 3, "pass@1": value, "tests_passed": value, "bleu": bleu, "codebleu": 20.0}

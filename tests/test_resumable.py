@@ -81,3 +81,41 @@ def test_a_rerun_under_other_settings_judges_again(tmp_path):
   assert report.executed == 2 and {r["status"] for r in results.values()} == {"passed"}
   results, report = resumable.score_predictions(Timed(10), predictions, output, workers=1)
   assert report.executed == 0
+
+
+class Poisoned(Cut):
+  """A benchmark whose run raises for a whole unit when one member's code says POISON (as a judge
+  bug on one completion's record would)."""
+
+  def __init__(self):
+    self.runs = []
+
+  def run(self, unit, stats):
+    self.runs.append([p.sample_id for p in unit])
+    if any("POISON" in p.code for p in unit):
+      raise OverflowError("int too large to convert to float")
+    return [{"status": "passed"} for _ in unit]
+
+
+def test_one_member_s_fault_leaves_the_others_of_its_unit_scored_and_a_rerun_retries_it(tmp_path):
+  predictions = [Prediction("q", i, "python", code, i + 1)
+                 for i, code in enumerate(["a", "b", "POISON", "c"])]
+  predictions.append(Prediction("q", 4, "python", "b# the same program as sample 1", 5))
+  benchmark = Poisoned()
+  results, report = resumable.score_predictions(benchmark, predictions, str(tmp_path), workers=1, source="p.jsonl")
+  assert benchmark.runs[0] == [0, 1, 2, 3]  # one unit, then each member alone
+  assert sorted(map(tuple, benchmark.runs[1:])) == [(0,), (1,), (2,), (3,)]
+  assert sorted(k[2] for k in results) == [0, 1, 3, 4]  # sample 4 shares sample 1's verdict
+  assert report.unscored == ["p.jsonl:3: python q sample 2 could not be scored: OverflowError: int too large "
+                             "to convert to float"]
+  assert report.as_dict()["scored_now"] == 4
+  lines = resumable.unscored_lines(report.unscored)
+  assert lines == ["1 predictions could not be scored: pass@k above leaves them out; rerun the same command "
+                   "to try them again (exit status 1)"]
+  assert resumable.unscored_lines([]) == []
+
+  # The unscored prediction has no result line: a rerun (the fault fixed) runs it alone.
+  fixed = Cut()
+  fixed.run = lambda unit, stats: [{"status": "failed"} for _ in unit]
+  results, report = resumable.score_predictions(fixed, predictions, str(tmp_path), workers=1)
+  assert report.to_score == 1 and not report.unscored and results[("python", "q", 2)]["status"] == "failed"

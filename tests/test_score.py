@@ -219,3 +219,31 @@ def test_cli_errors_name_the_flag(tmp_path, capsys):
   assert score.main(["--predictions", predictions, "--output", str(tmp_path / "o"),
                      "--benchmark", "nope"]) == 2
   assert "unknown benchmark" in capsys.readouterr().err
+
+
+@needs_python
+def test_an_unscored_prediction_is_exit_1_and_said_at_the_end(tmp_path, monkeypatch, capsys):
+  original = score.TypedBenchmark.run
+
+  def run(self, unit, stats):  # a fault of the scorer's own on one completion (a judge bug, say)
+    if any("POISON" in p.code for p in unit):
+      raise OverflowError("int too large to convert to float")
+    return original(self, unit, stats)
+
+  monkeypatch.setattr(score.TypedBenchmark, "run", run)
+  correct = PYTHON["correct"]["HumanEval/0"]
+  predictions = write_predictions(tmp_path / "predictions.jsonl", [
+      {"qid": "HumanEval/0", "language": "Python", "sample_id": i, "code": code}
+      for i, code in enumerate([correct, correct + "\n# POISON\n", correct + "\n# another program\n"])])
+  argv = ["--predictions", predictions, "--benchmark", FIXTURES, "--output", str(tmp_path / "out"),
+          "--languages", "python", "--workers", "1", "--k", "1"]
+  assert score.main(argv) == 1
+  out = capsys.readouterr().out
+  assert f"{predictions}:2: python HumanEval/0 sample 1 could not be scored: OverflowError" in out
+  assert out.rstrip().endswith("1 predictions could not be scored: pass@k above leaves them out; rerun the same "
+                               "command to try them again (exit status 1)")
+  assert {k: r["status"] for k, r in results(tmp_path).items()} == {("HumanEval/0", 0): "passed",
+                                                                     ("HumanEval/0", 2): "passed"}
+  monkeypatch.setattr(score.TypedBenchmark, "run", original)  # the fault fixed: the rerun scores it
+  assert score.main(argv) == 0
+  assert "could not be scored" not in capsys.readouterr().out and len(results(tmp_path)) == 3
