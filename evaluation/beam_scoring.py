@@ -36,6 +36,7 @@ import storage
 from evaluation import batching, execution, resumable
 
 WORK_DIR = "beam"
+UNSCORED_SUFFIX = ".unscored"  # beside a unit's shard: the members it could not judge, and why
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,9 +85,20 @@ def _score_unit_fn(make_benchmark: Callable[[], resumable.Benchmark], shards: st
     def process(self, line: str):
       unit = Unit.from_json(line)
       stats = batching.Stats()
-      verdicts = self._benchmark.run(list(unit.predictions), stats)
+      # A member the benchmark cannot judge is left out of the shard (the driver counts it unscored,
+      # a rerun tries it again) with its reason beside it: it never fails the bundle, which every
+      # retry would fail again, blocking the whole pipeline.
+      verdicts = resumable.run_unit(self._benchmark, unit.predictions, stats)
       records = [resumable.record_of(p, verdict, program)
-                 for p, verdict, program in zip(unit.predictions, verdicts, unit.programs)]
+                 for p, verdict, program in zip(unit.predictions, verdicts, unit.programs)
+                 if not isinstance(verdict, Exception)]
+      errors = [{"language": p.language, "qid": p.qid, "program_sha1": program,
+                 "error": f"{type(verdict).__name__}: {verdict}"}
+                for p, verdict, program in zip(unit.predictions, verdicts, unit.programs)
+                if isinstance(verdict, Exception)]
+      if errors:
+        storage.write_atomic(storage.join(self._shards, f"{unit.name}{UNSCORED_SUFFIX}"),
+                             "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors))
       path = storage.join(self._shards, f"{unit.name}.jsonl")
       storage.write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
       for name, counter in self._counters.items():
@@ -107,6 +119,16 @@ def read_shards(directory: str) -> list[dict]:
     if name.endswith(".jsonl"):  # not a temporary of write_atomic
       records += [record for _, record in storage.read_jsonl(storage.join(shards, name))]
   return records
+
+
+def _read_unscored(directory: str) -> dict[tuple, str]:
+  """(language, qid, program sha1) -> why, for the members the workers could not judge."""
+  shards = storage.join(directory, WORK_DIR, "shards")
+  if not storage.isdir(shards):
+    return {}
+  return {(e["language"], e["qid"], e["program_sha1"]): e["error"]
+          for name in storage.listdir(shards) if name.endswith(UNSCORED_SUFFIX)
+          for _, e in storage.read_jsonl(storage.join(shards, name))}
 
 
 def score_predictions(benchmark: resumable.Benchmark, make_benchmark: Callable[[], resumable.Benchmark],
@@ -155,8 +177,10 @@ def score_predictions(benchmark: resumable.Benchmark, make_benchmark: Callable[[
     report.reused_now += sum(len(g) - 1 for g in groups.values())
     _merge(benchmark, predictions, results, shards, results_path)
     missing = [p for p in predictions if not resumable.is_done(benchmark, p, results)]
-    report.unscored += [f"{source}:{p.line}: {p.language} {p.qid} sample {p.sample_id!r} has no result "
-                        "from the pipeline" for p in missing]
+    errors = _read_unscored(output_dir)
+    report.unscored += [resumable.unscored_message(source, p, errors.get(resumable.program_key(benchmark, p),
+                                                                         "no result from the pipeline"))
+                        for p in missing]
     storage.rmtree(work)
   return results, report
 

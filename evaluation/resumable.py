@@ -184,6 +184,30 @@ class Report:
             "batching": dataclasses.asdict(self.batching)}
 
 
+def run_unit(benchmark: Benchmark, unit: Sequence[Prediction], stats: batching.Stats) -> list[dict | Exception]:
+  """The unit's verdicts, in order; where the unit's run raised, each member's alone, so that one
+  member's fault (a bug of the scorer's own on one completion) costs that member only, never the
+  others it was built with. A member that raises alone has its exception in its place."""
+  try:
+    return list(benchmark.run(list(unit), stats))
+  except Exception as error:  # noqa: BLE001 - narrowed to the members below
+    if len(unit) == 1:
+      return [error]
+  verdicts: list[dict | Exception] = []
+  for p in unit:
+    try:
+      verdicts += benchmark.run([p], stats)
+    except Exception as error:  # noqa: BLE001 - this member alone is unscored
+      verdicts.append(error)
+  return verdicts
+
+
+def unscored_message(source: str, prediction: Prediction, error: BaseException | str) -> str:
+  why = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+  return (f"{source}:{prediction.line}: {prediction.language} {prediction.qid} sample "
+          f"{prediction.sample_id!r} could not be scored: {why}")
+
+
 def unscored_lines(unscored: Sequence[str]) -> list[str]:
   """The end of a scorer's summary when some predictions have no verdict (exit status 1)."""
   if not unscored:
@@ -239,21 +263,8 @@ def score_predictions(benchmark: Benchmark, predictions: Sequence[Prediction], o
     lock = threading.Lock()
 
     def run(unit: list[Prediction]) -> list[dict | Exception]:
-      """The unit's verdicts; where the unit's run raised, each member's alone, so that one member's
-      fault (a judge error, say) costs that member only, never the others it was built with."""
       stats = batching.Stats()
-      try:
-        verdicts = benchmark.run(unit, stats)
-      except Exception as error:  # noqa: BLE001 - narrowed to the members below
-        if len(unit) == 1:
-          verdicts = [error]
-        else:
-          verdicts = []
-          for p in unit:
-            try:
-              verdicts += benchmark.run([p], stats)
-            except Exception as member_error:  # noqa: BLE001 - this member alone is unscored
-              verdicts.append(member_error)
+      verdicts = run_unit(benchmark, unit, stats)
       with lock:
         report.batching.add(stats)
       return verdicts
@@ -280,9 +291,7 @@ def score_predictions(benchmark: Benchmark, predictions: Sequence[Prediction], o
           for p, verdict in zip(unit, verdicts):
             program = programs[id(p)]
             if isinstance(verdict, Exception):  # not written: a rerun tries it again
-              for q in groups[program]:
-                report.unscored.append(f"{source}:{q.line}: {q.language} {q.qid} sample {q.sample_id!r} "
-                                       f"could not be scored: {type(verdict).__name__}: {verdict}")
+              report.unscored += [unscored_message(source, q, verdict) for q in groups[program]]
               bar.update(len(groups[program]))
               continue
             for q in groups[program]:

@@ -211,3 +211,31 @@ def test_beam_flags_need_a_runner(tmp_path, capsys):
   with pytest.raises(SystemExit):
     score.main(["--predictions", predictions, "--output", str(tmp_path / "o"), "--direct_num_workers", "2"])
   assert "need --runner" in capsys.readouterr().err
+
+
+@pytest.mark.skipif("python" not in LANGUAGES, reason="no sandbox here; run `make toolchains`")
+def test_a_prediction_the_scorer_cannot_judge_is_unscored_not_a_failed_pipeline(tmp_path, monkeypatch):
+  correct = PYTHON["correct"]["HumanEval/0"]
+  predictions = write(tmp_path / "predictions.jsonl", [
+      {"qid": "HumanEval/0", "language": "Python", "sample_id": i, "code": code}
+      for i, code in enumerate([correct, correct + "\n# POISON\n", correct + "\n# another\n"])])
+  original = score.TypedBenchmark.run
+
+  def run(self, unit, stats):  # a fault of the scorer's own on one completion, on every retry
+    if any("POISON" in p.code for p in unit):
+      raise OverflowError("int too large to convert to float")
+    return original(self, unit, stats)
+
+  monkeypatch.setattr(score.TypedBenchmark, "run", run)
+  in_process = ["--runner", "DirectRunner"]  # one process, so the patch reaches the worker
+  out = str(tmp_path / "beam")
+  metrics = score.score(predictions, FIXTURES, out, limits=LIMITS, progress=False, batch_size=8,
+                        pipeline_args=in_process)
+  assert metrics["unscored_predictions"] == [
+      f"{predictions}:2: python HumanEval/0 sample 1 could not be scored: OverflowError: int too large to convert "
+      "to float"]
+  assert {k[2]: r["status"] for k, r in results(out).items()} == {0: "passed", 2: "passed"}
+  assert not os.path.exists(os.path.join(out, beam_scoring.WORK_DIR))
+  monkeypatch.setattr(score.TypedBenchmark, "run", original)
+  again = score.score(predictions, FIXTURES, out, limits=LIMITS, progress=False, pipeline_args=in_process)
+  assert not again["unscored_predictions"] and results(out)[("python", "HumanEval/0", 1)]["status"] == "passed"
