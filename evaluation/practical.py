@@ -143,7 +143,8 @@ def metrics(problems: Sequence[Problem], predictions: Sequence[Prediction],
       first.setdefault(p.qid, p)
   scored = [p for p in problems if records[p.problem_id]]
   completions = {qid: p.code for qid, p in first.items()}
-  out = {"overall": group_metrics(scored, records, completions), "categories": {}}
+  out = {"overall": group_metrics(scored, records, completions), "categories": {},
+         "sampling": resumable.sampling_counts([p for p in predictions if p.key in results])}
   for label in categories(scored):
     group = [p for p in scored if label in p.categories]
     out["categories"][label] = group_metrics(group, records, completions)
@@ -373,6 +374,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"invalid prediction: {message}", file=sys.stderr)
   for message in values["unscored_predictions"][:20]:
     print(message)
+  if "sampling" in values:
+    c = values["sampling"]
+    print(f"prompt truncated: {c['percent_prompt_truncated']:g}% of the scored predictions; at max length: "
+          f"{c['percent_cut_by_length']:g}%")
+    for line in resumable.sampling_warnings({"overall": c}):
+      print(line)
   for line in resumable.unscored_lines(values["unscored_predictions"]):
     print(line)
   return 1 if values["unscored_predictions"] else 0

@@ -43,6 +43,10 @@ class Prediction:
   language: str     # codelm's name ("cpp")
   code: str         # the completion, as sampled
   line: int         # in the predictions file
+  # What sample.py says changed its meaning: the prompt was cut to fit (--truncate_prompts), or the
+  # completion stopped at --max_decode_length (finish_reason "length"). Counted, never judged on.
+  prompt_truncated: bool = False
+  cut_by_length: bool = False
 
   @property
   def key(self) -> tuple[str, str, int | str]:
@@ -90,8 +94,36 @@ def read_predictions(path: str, resolve: Callable[[dict], tuple[str, str]]
       invalid.append(f"{where}: {error}")
       continue
     seen.add((language, qid, sample_id))
-    predictions.append(Prediction(qid, sample_id, language, record["code"], number))
+    predictions.append(Prediction(qid, sample_id, language, record["code"], number,
+                                  prompt_truncated=record.get("prompt_truncated") is True,
+                                  cut_by_length=record.get("finish_reason") == "length"))
   return predictions, invalid
+
+
+def sampling_counts(predictions: Sequence[Prediction]) -> dict:
+  """How many of `predictions` (those a metric is computed over) come from a truncated prompt or
+  stopped at the length limit, and their share in percent."""
+  count = len(predictions)
+  truncated = sum(p.prompt_truncated for p in predictions)
+  cut = sum(p.cut_by_length for p in predictions)
+  percent = lambda n: round(100 * n / count, 2) if count else 0.0  # noqa: E731
+  return {"prompt_truncated": truncated, "percent_prompt_truncated": percent(truncated),
+          "cut_by_length": cut, "percent_cut_by_length": percent(cut)}
+
+
+def sampling_warnings(counts: Mapping[str, Mapping], total: int | None = None) -> list[str]:
+  """The lines a scorer prints when its scores are over truncated prompts or length-cut completions:
+  `counts`, sampling_counts by group name (a language, or "overall")."""
+  lines = []
+  for name, c in counts.items():
+    if c["prompt_truncated"]:
+      lines.append(f"warning: {name}: {c['prompt_truncated']} predictions ({c['percent_prompt_truncated']:g}%) "
+                   "were sampled from prompts sample.py truncated to fit (--truncate_prompts): their instruction "
+                   "or signature may be gone, so pass@k is not the benchmark's")
+    if c["cut_by_length"]:
+      lines.append(f"note: {name}: {c['cut_by_length']} predictions ({c['percent_cut_by_length']:g}%) stopped at "
+                   "--max_decode_length (finish_reason length): a longer limit may pass more")
+  return lines
 
 
 class Benchmark:

@@ -137,8 +137,9 @@ class TypedBenchmark(resumable.Benchmark):
     out: dict = {"languages": [], "toolchains": {}}
     present = sorted({p.language for p in predictions}, key=list(BY_NAME).index)
     for name in present:
-      records = [results[p.key] for p in predictions if p.language == name and p.key in results]
-      out[name] = language_metrics(records, self.ks)
+      scored = [p for p in predictions if p.language == name and p.key in results]
+      out[name] = {**language_metrics([results[p.key] for p in scored], self.ks),
+                   **resumable.sampling_counts(scored)}
       out["languages"].append(name)
       out["toolchains"][name] = execution.toolchain_version(get(name).toolchain)
     return out
@@ -282,7 +283,9 @@ def write_metrics(scorer: TypedBenchmark, benchmark: str, predictions_path: str,
 
 COLUMNS = (("percent_error", "% error"), ("percent_failed_test", "% failed test"),
            ("percent_passed", "% passed"), ("percent_passed_some_tests_but_failed", "% passed some, failed"),
-           ("percent_tests_passed", "% tests passed"), ("percent_timeout", "% timed out"))
+           ("percent_tests_passed", "% tests passed"), ("percent_timeout", "% timed out"),
+           # what sample.py did to the predictions (its prompt cut to fit; stopped at the length limit)
+           ("percent_prompt_truncated", "% prompt truncated"), ("percent_cut_by_length", "% at max length"))
 
 
 def table(metrics: dict) -> str:
@@ -295,7 +298,7 @@ def table(metrics: dict) -> str:
     m = metrics[name]
     cells = [BY_NAME[name].display_name, str(m["num_predictions"])]
     cells += [f"{m[k]:.3f}" if isinstance(m.get(k), float) else "–" for k in ks]
-    cells += [f"{m[key]:.1f}" if m[key] is not None else "–" for key, _ in COLUMNS]
+    cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
     lines.append("| " + " | ".join(cells) + " |")
   for name, why in metrics["not_evaluated"].items():
     lines.append(f"| {BY_NAME[name].display_name} | not evaluated: {why} |")
@@ -314,6 +317,8 @@ def summary(metrics: dict) -> str:
   extra = len(metrics["invalid_predictions"]) - 20
   if extra > 0:
     lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
+  lines += resumable.sampling_warnings({BY_NAME[name].display_name: metrics[name] for name in metrics["languages"]
+                                       if "prompt_truncated" in metrics[name]})
   lines += resumable.unscored_lines(metrics["unscored_predictions"])
   return "\n".join(lines)
 

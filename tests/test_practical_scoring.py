@@ -245,6 +245,17 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
   assert out.rstrip().endswith("1 predictions could not be scored: pass@k above leaves them out; rerun the same "
                                "command to try them again (exit status 1)")
 
+  # Predictions from a truncated prompt, or stopped at the length limit: counted, shown and warned.
+  cut = write_predictions(tmp_path / "cut.jsonl", [{"qid": "n1", "code": NUMPY.body, "prompt_truncated": True,
+                                                    "finish_reason": "length"}])
+  assert practical.main(["--predictions", cut, "--dataset", str(dataset), "--output_dir", str(tmp_path / "o3"),
+                         "--workers", "1"]) == 0
+  out = capsys.readouterr().out
+  assert "prompt truncated: 100% of the scored predictions; at max length: 100%" in out
+  assert "warning: overall: 1 predictions (100%) were sampled from prompts sample.py truncated" in out
+  values = json.loads((tmp_path / "o3" / "metrics.json").read_text())
+  assert values["sampling"]["prompt_truncated"] == 1 and values["sampling"]["cut_by_length"] == 1
+
 
 def _metrics(pass_at_1: float, categories: dict[str, float], bleu: float = 10.0) -> dict:
   group = lambda value: {"problems": 3, "pass@1": value, "tests_passed": value, "bleu": bleu, "codebleu": 20.0}

@@ -247,3 +247,35 @@ def test_an_unscored_prediction_is_exit_1_and_said_at_the_end(tmp_path, monkeypa
   monkeypatch.setattr(score.TypedBenchmark, "run", original)  # the fault fixed: the rerun scores it
   assert score.main(argv) == 0
   assert "could not be scored" not in capsys.readouterr().out and len(results(tmp_path)) == 3
+
+
+@needs_python
+def test_truncated_prompts_and_length_cut_completions_are_counted_shown_and_warned(tmp_path, capsys):
+  correct = PYTHON["correct"]["HumanEval/0"]
+  records = [{"qid": "HumanEval/0", "language": "Python", "sample_id": i, "code": correct + f"\n# {i}\n",
+              "finish_reason": "length" if i == 3 else "stop", **({"prompt_truncated": True} if i < 2 else {})}
+             for i in range(4)]
+  predictions = write_predictions(tmp_path / "predictions.jsonl", records)
+  argv = ["--predictions", predictions, "--benchmark", FIXTURES, "--output", str(tmp_path / "out"),
+          "--languages", "python", "--workers", "1", "--k", "1"]
+  assert score.main(argv) == 0
+  out = capsys.readouterr().out
+  metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())["python"]
+  assert (metrics["prompt_truncated"], metrics["percent_prompt_truncated"]) == (2, 50.0)
+  assert (metrics["cut_by_length"], metrics["percent_cut_by_length"]) == (1, 25.0)
+  header = next(line for line in out.splitlines() if line.startswith("| language"))
+  assert header.endswith("| % prompt truncated | % at max length |")
+  assert next(line for line in out.splitlines() if line.startswith("| Python")).endswith("| 50.0 | 25.0 |")
+  assert ("warning: Python: 2 predictions (50%) were sampled from prompts sample.py truncated to fit "
+          "(--truncate_prompts)") in out
+  assert "note: Python: 1 predictions (25%) stopped at --max_decode_length (finish_reason length)" in out
+
+  # Sampled with room for every prompt: zeros in the table, no warning.
+  for r in records:
+    r.pop("prompt_truncated", None)
+    r["finish_reason"] = "stop"
+  write_predictions(tmp_path / "predictions.jsonl", records)
+  assert score.main(argv) == 0  # every verdict reused: the code is the same
+  out = capsys.readouterr().out
+  assert next(line for line in out.splitlines() if line.startswith("| Python")).endswith("| 0.0 | 0.0 |")
+  assert "warning:" not in out and "note:" not in out
