@@ -7,6 +7,7 @@ Shared by train.py and sample.py; library code never sees gin.
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import os
 import tempfile
@@ -146,6 +147,27 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
   try:
     gin.parse_config_files_and_bindings([], bindings, finalize_config=True)
   except (ValueError, SyntaxError) as error:
+    unquoted = next((b for b in bindings if _unquoted_string(b.split("=", 1)[1])), None)
+    if unquoted:  # gin's own message here is "malformed node or string: <ast.Name object at 0x...>"
+      name, value = (part.strip() for part in unquoted.split("=", 1))
+      raise UsageError(f"--gin.{name}={value}: a gin value is a Python literal, and a string needs quotes: "
+                       f"--gin.{name}=\"'{value}'\"") from None
     raise UsageError(f"--gin. bindings: {error}") from None
+
+
+_BARE_WORDS = {"True", "False", "None"}
+
+
+def _unquoted_string(value: str) -> bool:
+  """Whether a binding's value is text gin cannot read as a literal or a reference: a path, a URL, a
+  name (`run`, `/tmp/x`, `gs://b/x`)."""
+  value = value.strip()
+  if not value or value[0] in "@%'\"([{" or value in _BARE_WORDS:
+    return False
+  try:
+    ast.literal_eval(value)
+  except (ValueError, SyntaxError):
+    return True
+  return False
 
 

@@ -15,6 +15,7 @@ import storage
 from data import practical_tasks as practical_data
 from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_dir
 from model import lora as lora_adapters
+from model import sharding
 from model.config import SIZES
 from objectives.ul2 import UL2Config
 from training.checkpoints import refuse_unwritable
@@ -110,8 +111,12 @@ def check(config: TrainConfig, check_paths: bool = True) -> None:
   if c.clip_global_norm is not None:
     check_float("train.clip_global_norm", c.clip_global_norm, above=0)
   check_mesh_shape("train.mesh_shape", c.mesh_shape)
-  if not check_paths:
+  if not check_paths:  # (the pre-flight compiles for another slice's devices)
     return
+  try:  # the devices of this run, before MODEL_DIR is written
+    sharding.mesh_shape(*c.mesh_shape)
+  except ValueError as error:
+    raise UsageError(f"train.mesh_shape: {error}") from None
   check_writable_dir("train.model_dir", c.model_dir)
   if c.checkpoint_dir is not None:
     check_writable_dir("train.checkpoint_dir", c.checkpoint_dir)

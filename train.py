@@ -39,11 +39,12 @@ from training.distributed import maybe_initialize_distributed
 def train(gin_config_str: str = "") -> dict:
   """Trains until train_steps; returns the last logged metrics. One train.py per MODEL_DIR: the first
   process holds MODEL_DIR/train.lock while it runs, and a second run there refuses at once."""
-  config = train_config()
+  config = train_config()  # every value checked, the mesh against the devices
+  prepared = run.prepare(config)  # the data, and the task name against it: before MODEL_DIR exists
   storage.makedirs(config.model_dir)
   with exclusive_output(storage.join(config.model_dir, "train"), "train.py", f"MODEL_DIR {config.model_dir}") \
       if jax.process_index() == 0 else contextlib.nullcontext():
-    return run.train(config, gin_config_str)
+    return run.train(config, gin_config_str, prepared)
 
 
 def main(argv: Sequence[str] | None = None) -> dict:

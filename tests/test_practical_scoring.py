@@ -257,6 +257,19 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
   assert values["sampling"]["prompt_truncated"] == 1 and values["sampling"]["cut_by_length"] == 1
 
 
+  # A reference solution that fails its own tests: the task is named, none of its predictions is
+  # judged against it, and the exit is 1.
+  broken = tmp_path / "broken.jsonl"
+  broken.write_text(json.dumps({"problem_id": "b1", "intent": "Return one.", "code": "def one():\n    return 1\n",
+                                "tests": ["assert one() == 2\n"], "categories": ["builtin"]}) + "\n")
+  answer = write_predictions(tmp_path / "answer.jsonl", [{"qid": "b1", "code": "    return 2\n"}])
+  assert practical.main(["--predictions", answer, "--dataset", str(broken), "--output_dir", str(tmp_path / "o4"),
+                         "--workers", "1"]) == 1
+  out = capsys.readouterr().out
+  assert ("answer.jsonl:1: python b1 sample 0 could not be scored: ReferenceFailure: b1: the reference solution "
+          "fails test 0") in out
+
+
 def _metrics(pass_at_1: float, categories: dict[str, float], bleu: float = 10.0) -> dict:
   group = lambda value: {"problems": 3, "pass@1": value, "tests_passed": value, "bleu": bleu, "codebleu": 20.0}
   return {"overall": group(pass_at_1), "categories": {c: group(v) for c, v in categories.items()}}

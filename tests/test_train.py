@@ -304,10 +304,18 @@ def test_when_no_checkpoint_is_usable_training_stops_and_moves_nothing(corpus, t
                                                 r"orbax \(TensorStore, etils' epath\) has no ram:// filesystem"),
     ("--gin.MODEL_DIR='ram://run'", "train.model_dir: checkpoints cannot be in ram://run/checkpoints: orbax"),
     ("--gin.train.mesh_shape=(0, 1, 1)", "train.mesh_shape data must be positive or -1"),
+    ("--gin.train.mesh_shape=(3, 1, 1)", r"train.mesh_shape: mesh data=3 fsdp=1 tensor=1 needs 3 devices, but \d "
+                                         "are available"),
+    ("--gin.MIXTURE_OR_TASK_NAME='code_unimax_9'", r"train.mixture_or_task_name \(MIXTURE_OR_TASK_NAME\) "
+                                                   r"'code_unimax_9' is no task or mixture of \S+; registered: "
+                                                   r".*code_unimax_2_ul2"),
     ("--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': -1}", r"task_feature_lengths\['targets'\] must be at least 1"),
     ("--gin.train.checkpoint_dir=3", "train.checkpoint_dir must be a path or None, got 3"),
     ("--gin.train.nonexistent=3", "nonexistent"),
     ("--gin.TRAIN_STEPZ=3", "no gin file defines the macro TRAIN_STEPZ"),
+    ("--gin.train.vocab_path=corpus/spm.model", r"^train.py: --gin.train.vocab_path=corpus/spm.model: a gin value is a "
+                                                r"Python literal, and a string needs quotes: "
+                                                r"--gin.train.vocab_path=\"'corpus/spm.model'\"\n$"),
 ])
 def test_bad_gin_values_are_refused_by_name_before_anything_is_written(corpus, tmp_path, binding, message, capsys):
   model_dir = tmp_path / "run"
@@ -366,15 +374,17 @@ def test_a_relative_model_dir_works(corpus, tmp_path, monkeypatch):
   assert Checkpointer("relative/checkpoints").steps() == [1]
 
 
-def test_a_second_train_on_the_same_model_dir_refuses_at_once(corpus, tmp_path):
+def test_a_second_train_on_the_same_model_dir_refuses_at_once(corpus, tmp_path, capsys):
   from storage import exclusive_output
 
   model_dir = tmp_path / "run"
   model_dir.mkdir()
   with exclusive_output(str(model_dir / "train"), "train.py (the first run)"):
-    with pytest.raises(SystemExit, match=r"MODEL_DIR \S+run is being written by another run \(train.py \(the first run\), "
-                                         r"pid \d+ on "):
+    with pytest.raises(SystemExit) as exit_:
       _run_in_process(_flags(corpus, str(model_dir), 2))
+  assert exit_.value.code == 2  # as sample.py and the scorers answer an output another run holds
+  assert re.match(r"train.py: MODEL_DIR \S+run is being written by another run \(train.py \(the first run\), "
+                  r"pid \d+ on ", capsys.readouterr().err)
   assert sorted(os.listdir(model_dir)) == []  # the second run wrote nothing; the first's lock is gone
 
 

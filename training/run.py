@@ -57,6 +57,19 @@ def _peak_flops(dtype) -> float:
   return matmul_ceiling(dtype) * jax.device_count()
 
 
+def check_task_name(name: str, corpus_dir: str | None) -> None:
+  """A UsageError naming the registered tasks and mixtures unless `name` is one of them (after
+  _register_tasks), before anything is written."""
+  import seqio
+
+  from gin_flags import UsageError
+  known = sorted(set(seqio.MixtureRegistry.names()) | set(seqio.TaskRegistry.names()))
+  if name not in known:
+    raise UsageError(f"train.mixture_or_task_name (MIXTURE_OR_TASK_NAME) {name!r} is no task or mixture of "
+                     f"{corpus_dir or 'this run'}; registered: {', '.join(known[:40])}"
+                     f"{' ...' if len(known) > 40 else ''}")
+
+
 def _register_data(config: TrainConfig, primary: bool) -> Mapping[str, MixturePlan]:
   """The corpus's tasks and mixtures, planned for this run's rows; the first host states the plan."""
   plans = register_corpus(config.corpus_dir, config.vocabulary_path, rows=config.train_steps * config.batch_size,
@@ -177,17 +190,33 @@ def _progress_log(config: TrainConfig, model_config: ModelConfig, writer: Metric
                      primary=primary, newest_checkpoint=lambda: max(checkpointer.steps(), default=None))
 
 
-def train(config: TrainConfig, gin_config_str: str = "") -> dict:
-  """Trains until config.train_steps, resuming from the newest good checkpoint; a SIGTERM saves and
-  returns early. Returns the last logged metrics."""
-  primary = jax.process_index() == 0
-  if primary and gin_config_str:
-    storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+  """What a run reads before it writes anything: its vocabulary and its registered tasks' plans."""
+  vocabulary: object
+  plans: Mapping[str, MixturePlan]
+
+
+def prepare(config: TrainConfig) -> Prepared:
+  """The vocabulary and the tasks, and the task name checked against them (a UsageError): train.py
+  calls this before it creates MODEL_DIR, so a run refused for its data writes nothing."""
   vocabulary = get_vocabulary(config.vocabulary_path)
-  plans = _register_tasks(config, vocabulary, primary)
+  plans = _register_tasks(config, vocabulary, jax.process_index() == 0)
+  check_task_name(config.mixture_or_task_name, config.corpus_dir)
+  return Prepared(vocabulary, plans)
+
+
+def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | None = None) -> dict:
+  """Trains until config.train_steps, resuming from the newest good checkpoint; a SIGTERM saves and
+  returns early. Returns the last logged metrics. `prepared`: prepare(config), if done already."""
+  primary = jax.process_index() == 0
+  prepared = prepared or prepare(config)
+  vocabulary, plans = prepared.vocabulary, prepared.plans
   model_config = model_config_for(config, vocabulary.vocab_size)
   schedule, optimizer = schedule_and_optimizer(config)
   mesh = sharding.make_mesh(*config.mesh_shape)
+  if primary and gin_config_str:
+    storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
   batch_sharding = NamedSharding(mesh, sharding.batch_spec())
   checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints)
   writer = MetricsWriter(config.model_dir, primary)
