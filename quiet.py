@@ -45,6 +45,9 @@ NOISE = (
     r"[IW]\d{4} [\d:.]+ +\d+ \S+:\d+\] ",  # absl / glog INFO and WARNING (TF, XLA)
     r"To enable the following instructions: .*rebuild TensorFlow",  # the second line of a CPU-feature INFO
     r"\S+\.(cc|h)\(\d+\) LOG\((INFO|WARNING)\) ",  # SentencePiece
+    # Beam's local worker processes, before they read their log level (each worker: one of each)
+    r"WARNING:root:apitools not found, and bigquery client libraries are not available",
+    r"INFO:__main__:Logging handler created\.",
 )
 CUINIT = r"E\d{4} [^\]]*\] failed call to cuInit"  # TensorFlow looking for a GPU that is not there
 

@@ -164,7 +164,7 @@ def score_predictions(benchmark: resumable.Benchmark, make_benchmark: Callable[[
     print(f"scoring {report.to_score} predictions: {len(first)} distinct programs in {len(units)} units "
           f"on {_runner(pipeline_args)}", flush=True)
     if units:
-      pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+      pipeline = beam.Pipeline(options=PipelineOptions(_quiet_workers(pipeline_args)))
       _ = (pipeline
            | "Units" >> beam.io.ReadFromText(units_path)
            | "Spread" >> beam.Reshuffle()
@@ -214,6 +214,18 @@ def _add_counters(report: resumable.Report, outcome) -> None:
     name = counter.key.metric.name
     if hasattr(report.batching, name):
       setattr(report.batching, name, getattr(report.batching, name) + counter.committed)
+
+
+def _quiet_workers(pipeline_args: Sequence[str]) -> list[str]:
+  """The pipeline's options; a local runner's worker processes, which write to this terminal, log
+  errors only (their INFO lines are 40 a run) unless CODELM_VERBOSE=1 or the flag is given."""
+  import quiet
+
+  args = list(pipeline_args)
+  if runs_here(args) and not quiet.verbose() and not any(a.startswith("--default_sdk_harness_log_level")
+                                                         for a in args):
+    args.append("--default_sdk_harness_log_level=ERROR")
+  return args
 
 
 def runs_here(pipeline_args: Sequence[str]) -> bool:

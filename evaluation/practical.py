@@ -32,6 +32,11 @@ candidate's behaviour (`assert raised`) is decided by the boolean the candidate'
 
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before Beam and TensorFlow are imported: no start-up lines
+  quiet.setup()
+
 import argparse
 import collections
 import dataclasses

@@ -34,6 +34,11 @@ or more; `--float_tolerance`, `--double_tolerance`; evaluation/typed.py's Tolera
 """
 from __future__ import annotations
 
+import quiet
+
+if __name__ == "__main__":  # before Beam and TensorFlow are imported: no start-up lines
+  quiet.setup()
+
 import argparse
 import collections
 import dataclasses

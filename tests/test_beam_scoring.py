@@ -239,3 +239,27 @@ def test_a_prediction_the_scorer_cannot_judge_is_unscored_not_a_failed_pipeline(
   monkeypatch.setattr(score.TypedBenchmark, "run", original)
   again = score.score(predictions, FIXTURES, out, limits=LIMITS, progress=False, pipeline_args=in_process)
   assert not again["unscored_predictions"] and results(out)[("python", "HumanEval/0", 1)]["status"] == "passed"
+
+
+@pytest.mark.skipif("python" not in LANGUAGES, reason="no sandbox here; run `make toolchains`")
+def test_the_beam_scorer_with_worker_processes_prints_no_library_lines_unless_verbose(tmp_path):
+  """`python -m evaluation.score --runner DirectRunner` with two worker processes, as a user runs it:
+  its stderr is empty (Beam's workers logged about 47 lines a run), CODELM_VERBOSE=1 brings them back."""
+  import subprocess
+  import sys
+
+  root = os.path.dirname(HERE)
+  predictions = write(tmp_path / "p.jsonl", [{"qid": qid, "language": "Python", "code": code}
+                                             for qid, code in list(PYTHON["correct"].items())[:2]])
+  user = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "XLA_FLAGS", "CODELM_VERBOSE")}
+  stderr = {}
+  for verbose in ("", "1"):
+    done = subprocess.run([sys.executable, "-m", "evaluation.score", "--predictions", predictions, "--benchmark",
+                           FIXTURES, "--output", str(tmp_path / f"out{verbose}"), "--languages", "python", *DIRECT],
+                          cwd=root, env={**user, **({"CODELM_VERBOSE": "1"} if verbose else {})},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "| Python | 2 | 1.000 |" in done.stdout
+    stderr[verbose] = done.stderr
+  assert stderr[""] == ""
+  assert "apache_beam" in stderr["1"]
