@@ -94,10 +94,13 @@ def _build_and_run(renderer: Renderer, jobs, members: list[int], limits: executi
         # capped tmpfs): none of it is used, each member compiles in its own capped box.
         stats.failed_builds += 1
         return alone + members
+      # A member whose artefacts are more than its own box holds would fail to compile alone (the
+      # disk cap): it compiles alone, so a batch never passes what its own box would not.
+      oversized = {k for k, run in enumerate(build.runs) if _artefacts_size(directory, run) > limits.disk_mb << 20}
       if build.reports:
         reports = [_report(directory, paths) for paths in build.reports]
         for k, i in enumerate(members):
-          if reports[k] is None:  # the build ended before this member: compile it alone
+          if reports[k] is None or k in oversized:  # the build ended before this member, or too big
             alone.append(i)
             continue
           status, diagnostics = reports[k]
@@ -113,6 +116,9 @@ def _build_and_run(renderer: Renderer, jobs, members: list[int], limits: executi
       if not result.compile_failed:
         compiled = execution.Step(tuple(step), 0, seconds / len(members), False)
         for k, i in enumerate(members):
+          if k in oversized:  # (a shared binary too big for one box: every member, then)
+            alone.append(i)
+            continue
           results[i] = _run(renderer, build.runs[k], compiled, "", limits, directory)
           stats.built += 1
         return alone
@@ -138,6 +144,18 @@ def _size(directory: str) -> int:
         total += os.lstat(os.path.join(folder, name)).st_size
       except OSError:
         pass
+  return total
+
+
+def _artefacts_size(directory: str, program: Program) -> int:
+  """Bytes of the build outputs `program` runs from (a file, or a folder's files)."""
+  total = 0
+  for output in program.artefacts.values():
+    path = os.path.join(directory, output)
+    if os.path.isdir(path) and not os.path.islink(path):
+      total += _size(path)
+    elif os.path.isfile(path) and not os.path.islink(path):
+      total += os.lstat(path).st_size
   return total
 
 

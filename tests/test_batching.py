@@ -196,3 +196,30 @@ def test_a_build_larger_than_its_members_boxes_is_not_used(monkeypatch):
 def test_warm_caches_renders_without_a_sandbox():
   from evaluation.languages import warm_caches
   assert warm_caches(["cpp", "python"]) == ["cpp", "python"]
+
+
+@pytest.mark.parametrize("language", ["cpp", "java"])
+def test_a_member_whose_artefacts_exceed_its_box_compiles_alone(language, monkeypatch):
+  """The whole build fits its members' boxes, but one member's outputs (Java's m1/out) or the shared
+  binary (C++'s main, every member's) are more than one box holds: those members compile alone,
+  where the disk cap applies, and the verdicts stay those of compiling alone."""
+  renderer = renderer_or_skip(language)
+  question = QUESTIONS["HumanEval/0"]
+  code = solutions(language)["correct"]["HumanEval/0"]
+  jobs = [(question, code)] * 3
+  expected = [judge(question, r).status for r in batching.execute_all(renderer, jobs, LIMITS, batch_size=1)]
+  measured = []
+  original = batching._artefacts_size
+
+  def size(directory, program):
+    measured.append(dict(program.artefacts))
+    big = "m1/out" in program.artefacts.values() or "main" in program.artefacts.values()
+    return (LIMITS.disk_mb << 20) + 1 if big else original(directory, program)
+
+  monkeypatch.setattr(batching, "_artefacts_size", size)
+  stats = batching.Stats()
+  results = batching.execute_all(renderer, jobs, LIMITS, batch_size=3, stats=stats)
+  assert len(measured) == 3 and stats.builds == 1
+  alone = 1 if language == "java" else 3  # Java: member 1's own classes; C++: the binary all of them run
+  assert (stats.alone, stats.built) == (alone, 3 - alone)
+  assert [judge(question, r).status for r in results] == expected == [Status.PASSED] * 3
