@@ -27,6 +27,7 @@ import fcntl
 import functools
 import os
 import shlex
+import signal
 import shutil
 import subprocess
 import tempfile
@@ -39,6 +40,9 @@ BOX = "/box"
 _ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
         "/etc/localtime", "/etc/nsswitch.conf")
 _ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+# The host's deadline for a whole box, past the steps' own timeouts: reached only when the driver
+# itself hangs (the steps run under `timeout -s KILL`).
+DEADLINE_MARGIN_S = 10.0
 UID_BASE = 61000  # sandbox slot k runs as uid UID_BASE + k when the scorer is root
 
 
@@ -343,8 +347,14 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, 
 
     try:
       passwd = f"root:x:0:0::/:/bin/sh\nsandbox:x:{uid}:{uid}::{BOX}:/bin/sh\n"
+      # --as-pid-1: the driver's bash is the namespace's init. bwrap's own init would outlive the
+      # outer bwrap, which exits on the init's report without waiting for it, so every execution
+      # left a zombie bwrap reparented to PID 1 (one per program: a container whose PID 1 does not
+      # reap fills its process table). Now the outer bwrap reaps its only child, and the kernel
+      # reaps the namespace's other processes when bash ends.
       args = [bwrap_path(), "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid",
-              "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
+              "--as-pid-1", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+              "--hostname", "sandbox"]
       if not root:
         args += ["--unshare-user"]
       args += _mounts(toolchain, data_fd(passwd))
@@ -372,7 +382,7 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, 
       args += ["/bin/bash", "-c", _driver(_inside(program, toolchain), limits, status_w)]
       stdout_path, stderr_path = os.path.join(host, "stdout"), os.path.join(host, "stderr")
       memory = max(limits.memory_mb, toolchain.memory_mb or 0)
-      deadline = limits.compile_timeout_s * len(program.compile) + limits.timeout_s + 10
+      deadline = limits.compile_timeout_s * len(program.compile) + limits.timeout_s + DEADLINE_MARGIN_S
       with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         process = subprocess.Popen(
             _limits(limits, memory) + args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -385,7 +395,7 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, 
           # A blocking wait and a timer that kills: Popen.wait(timeout) polls with sleeps of up to
           # 50 ms, which added ~12 ms to every execution (/bin/true: 20 -> 8 ms per execute).
           fired = threading.Event()
-          timer = threading.Timer(deadline, lambda: (fired.set(), process.kill()))
+          timer = threading.Timer(deadline, lambda: (fired.set(), _kill_box(process)))
           timer.start()
           try:
             process.wait()
@@ -404,6 +414,26 @@ def _execute(program: Program, toolchain: Toolchain, limits: Limits, slot: int, 
     if not status and not killed:  # the sandbox itself did not start: not the program's fault
       raise RuntimeError(f"the sandbox failed to start (exit {process.returncode}): {stderr.strip()}")
   return dataclasses.replace(_steps(program, limits, status, stdout, stderr, truncated), uid=uid)
+
+
+def _kill_box(process: subprocess.Popen, grace_s: float = 2.0) -> None:
+  """Past the deadline: SIGKILL the namespace's init (the outer bwrap's child), which ends the
+  namespace and lets the outer bwrap reap it and exit; killing the outer bwrap first would orphan
+  the init (a zombie under PID 1). The outer bwrap itself only if it is still there after grace_s."""
+  try:
+    with open(f"/proc/{process.pid}/task/{process.pid}/children") as f:
+      children = [int(pid) for pid in f.read().split()]
+  except OSError:
+    children = []
+  for pid in children:
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except OSError:
+      pass
+  try:
+    process.wait(grace_s)
+  except subprocess.TimeoutExpired:
+    process.kill()
 
 
 def processes_of(uid: int) -> list[int]:

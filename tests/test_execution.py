@@ -166,3 +166,46 @@ def test_the_python_sandbox_shows_only_the_interpreter_not_home_repo_or_packages
   assert all(v is None for v in seen["paths"].values()), seen["paths"]
   assert not seen["purelib"], seen  # absent or empty: no third-party package importable
   assert seen["json"] == "[1]" and not seen["prefix"].startswith(home), seen
+
+
+ZOMBIE_COUNT = r"""
+import ctypes, os, sys, time
+sys.path.insert(0, {root!r})
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here
+from evaluation import execution
+from evaluation.languages import base, get
+python = get("python")
+interpreter = python.program.__globals__["_base_interpreter"]()
+sources = {{
+    "prints": "print(1)",
+    "leaves a child": "import os, time\nif os.fork() == 0:\n    time.sleep(30)\nprint(1)",
+    "daemonises": "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(30)\n    os._exit(0)\nprint(1)",
+    "loops past its timeout": "while True: pass",
+}}
+for source in sources.values():
+    program = base.Program(files={{"p.py": source}}, run=(interpreter, "-I", "-S", "p.py"))
+    execution.execute(program, python.toolchain, execution.Limits(timeout_s=1))
+# The host's deadline (the driver itself hangs): the box is killed from outside.
+execution.DEADLINE_MARGIN_S = 0.5
+execution._driver = lambda program, limits, status_fd: "sleep 60"
+killed = execution.execute(base.Program(files={{}}, run=("true",)), python.toolchain, execution.Limits(timeout_s=0.5))
+time.sleep(0.3)
+zombies = []
+for task in os.listdir("/proc/self/task"):
+    for pid in open(f"/proc/self/task/{{task}}/children").read().split():
+        state = open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[0]
+        zombies += [pid] if state == "Z" else []
+print(len(zombies), killed.run is None or killed.run.exit_code)
+"""
+
+
+def test_no_execution_leaves_a_zombie_behind():
+  # The scorer is made a child subreaper, so whatever a box leaves orphaned is reparented to it, where
+  # it would stay a zombie: bwrap's own init used to be left that way once per program (under PID 1).
+  import subprocess
+  out = subprocess.run([sys.executable, "-c", ZOMBIE_COUNT.format(root=ROOT)], capture_output=True,
+                       text=True, timeout=120)
+  assert out.returncode == 0, out.stderr
+  zombies, killed = out.stdout.split()
+  assert zombies == "0", out.stdout
+  assert killed != "0"  # the hung box was killed, not run to completion
