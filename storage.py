@@ -10,8 +10,9 @@ naming file:line. A last line without a newline that does parse (a hand-written 
 Object stores have no rename and no append: there `write_atomic` writes a temporary object and
 copies it over (readers never see half a file), and an append rewrites the object.
 
-One writer per output (`exclusive_output`): an flock beside a local output; object stores have no
-advisory locks, so remote outputs rely on their one writer (host 0 of a pod) being the only run.
+One writer per output (`exclusive_output`): an flock beside a local output; on gs://, a lock object
+created only if absent (GCS's ifGenerationMatch=0) and kept by a lease its holder renews, each renewal
+conditional on the generation it last wrote. Other object stores (s3://, hdfs://) are not locked.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import posixpath
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Callable
@@ -317,14 +319,33 @@ class OutputLocked(RuntimeError):
   """Another process holds the output: the message names it (pid, host, command, since when)."""
 
 
+class Held:
+  """What `exclusive_output` yields. `verify()` raises OutputLocked when this process no longer holds
+  the output (a gs:// lease taken over while it was stalled): a writer calls it before each commit it
+  must not share (a checkpoint step). A local flock cannot be lost: there it does nothing."""
+
+  def verify(self) -> None:
+    pass
+
+
 @contextlib.contextmanager
-def exclusive_output(path: str, command: str, what: str | None = None) -> Iterator[None]:
-  """Held while this process is the one writer of `path`: an flock on `path`.lock, which records who
-  holds it. A second writer fails at once with OutputLocked naming the holder. The lock dies with its
-  process (a killed run leaves a stale file, not a stale lock). URLs (gs://) are not locked: object
-  stores have no advisory locks. `what` names the output in the message (default: `path`)."""
+def exclusive_output(path: str, command: str, what: str | None = None) -> Iterator[Held]:
+  """Held while this process is the one writer of `path`: a lock on `path`.lock, which records who
+  holds it. A second writer fails at once with OutputLocked naming the holder. Local paths: an flock,
+  which dies with its process (a killed run leaves a stale file, not a stale lock). gs://: a leased
+  object (`BucketLock`); a killed run's lock expires LOCK_LEASE_S after its last renewal. Other URLs
+  are not locked. `what` names the output in the message (default: `path`)."""
+  holder = f"{command}, pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+  if path.startswith("gs://"):
+    lock = BucketLock(path + ".lock", holder, what or path)
+    lock.acquire()
+    try:
+      yield lock
+    finally:
+      lock.release()
+    return
   if is_url(path):
-    yield
+    yield Held()
     return
   lock_path = path + ".lock"
   while True:
@@ -332,17 +353,17 @@ def exclusive_output(path: str, command: str, what: str | None = None) -> Iterat
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      holder = ""
+      found = ""
       # The holder writes its name just after locking: give it a moment before calling it unknown.
       deadline = time.monotonic() + 2.0
       while True:
         with contextlib.suppress(OSError):
-          holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip()
-        if holder or time.monotonic() > deadline:
+          found = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip()
+        if found or time.monotonic() > deadline:
           break
         time.sleep(0.02)
       os.close(fd)
-      raise OutputLocked(f"{what or path} is being written by another run ({holder or 'unknown holder'}); wait for it "
+      raise OutputLocked(f"{what or path} is being written by another run ({found or 'unknown holder'}); wait for it "
                          "to finish or choose another output") from None
     # The holder removes the lock file when done: if this file was removed between our open and our
     # lock, it is not the lock any more; try again on the current one.
@@ -355,13 +376,155 @@ def exclusive_output(path: str, command: str, what: str | None = None) -> Iterat
     os.close(fd)
   try:
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{command}, pid {os.getpid()} on {socket.gethostname()}, since "
-                  f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
-    yield
+    os.pwrite(fd, f"{holder}\n".encode(), 0)
+    yield Held()
   finally:
     with contextlib.suppress(OSError):
       os.unlink(lock_path)
     os.close(fd)
+
+
+LOCK_LEASE_S = float(os.environ.get("CODELM_LOCK_LEASE_S", 120))  # a gs:// lock outlives its holder by this
+
+
+def _machine() -> str:
+  """This kernel's boot and pid namespace: where a pid names the same process (a container on one
+  host has the host's boot id but its own pids)."""
+  try:
+    with open("/proc/sys/kernel/random/boot_id") as f:
+      return f"{f.read().strip()}:{os.stat('/proc/self/ns/pid').st_ino}"
+  except OSError:
+    return ""  # no /proc: never judged gone, only expired
+
+
+def _running(pid) -> bool:
+  try:
+    os.kill(int(pid), 0)
+  except (TypeError, ValueError, ProcessLookupError):
+    return False
+  except PermissionError:
+    return True  # another user's process
+  return True
+
+
+class BucketLock(Held):
+  """One writer of a gs:// output. The lock object is created only if absent (ifGenerationMatch=0) and
+  holds {"holder", "renewed", "machine", "pid"}; a thread renews it every LOCK_LEASE_S / 6, each write
+  conditional on the generation this process wrote last, so a renewal fails (and `verify` raises) once another run has
+  taken it over. A run finding a lock renewed less than LOCK_LEASE_S ago refuses, unless its holder
+  was a process on this machine that is gone (a run killed and resumed at once); an older one (its
+  holder killed or preempted elsewhere) it takes over, conditional on the generation it read, with a
+  warning."""
+
+  def __init__(self, url: str, holder: str, what: str):
+    from google.cloud import storage as gcs  # only for gs:// locks
+
+    bucket, _, name = url[len("gs://"):].partition("/")
+    self.url, self.holder, self.what = url, holder, what
+    self._blob = gcs.Client().bucket(bucket).blob(name)
+    self._generation: int | None = None
+    self._renewed_at = 0.0  # time.monotonic() when the last write that held was sent
+    self._lost: str | None = None
+    self._mutex = threading.Lock()
+    self._stop = threading.Event()
+    self._thread: threading.Thread | None = None
+
+  def _write(self, if_generation_match: int) -> None:
+    body = json.dumps({"holder": self.holder, "renewed": time.time(), "machine": _machine(), "pid": os.getpid()})
+    started = time.monotonic()
+    self._blob.upload_from_string(body, content_type="application/json", if_generation_match=if_generation_match)
+    self._generation, self._renewed_at = self._blob.generation, started
+
+  def _read(self) -> tuple[dict, int] | None:
+    from google.api_core import exceptions
+
+    try:
+      data = self._blob.download_as_bytes()
+    except exceptions.NotFound:
+      return None
+    try:
+      found = json.loads(data)
+    except ValueError:
+      found = {}
+    return (found if isinstance(found, dict) else {}), int(self._blob.generation)
+
+  def _refusal(self, found: dict, age: float) -> OutputLocked:
+    return OutputLocked(f"{self.what} is being written by another run ({found.get('holder') or 'unknown holder'}; "
+                        f"it renewed {self.url} {age:.0f} s ago); wait for it to finish or choose another output. "
+                        f"A run killed on another machine leaves the lock until {LOCK_LEASE_S:.0f} s after its "
+                        "last renewal")
+
+  def acquire(self) -> None:
+    from google.api_core import exceptions
+
+    while True:
+      try:
+        self._write(if_generation_match=0)
+        break
+      except exceptions.PreconditionFailed:
+        pass
+      read = self._read()
+      if read is None:
+        continue  # released in between: try to create it again
+      found, generation = read
+      age = time.time() - float(found.get("renewed") or 0)
+      gone = found.get("machine") == _machine() and not _running(found.get("pid"))
+      if age < LOCK_LEASE_S and not gone:
+        raise self._refusal(found, age)
+      try:
+        self._write(if_generation_match=generation)
+      except exceptions.PreconditionFailed:
+        continue  # another run took it over first (or its holder renewed it): look again
+      why = ("is no longer running" if gone else
+             f"last renewed it {age:.0f} s ago, more than the {LOCK_LEASE_S:.0f} s lease")
+      _warn(f"took over {self.url}: its holder ({found.get('holder') or 'unknown'}) {why}")
+      break
+    self._thread = threading.Thread(target=self._renew_until_released, name="codelm-lock", daemon=True)
+    self._thread.start()
+
+  def _renew(self) -> None:
+    from google.api_core import exceptions
+
+    with self._mutex:
+      if self._lost:
+        return
+      try:
+        self._write(if_generation_match=self._generation)
+      except exceptions.PreconditionFailed:
+        read = self._read()
+        holder = (read[0].get("holder") if read else None) or "unknown holder"
+        self._lost = f"{self.what}: another run ({holder}) took over {self.url}; this run stopped writing there"
+
+  def _renew_until_released(self) -> None:
+    while not self._stop.wait(LOCK_LEASE_S / 6):
+      try:
+        self._renew()
+      except Exception as error:  # noqa: BLE001 - a failed renewal is retried; the lease allows 5 more
+        _warn(f"could not renew {self.url} ({type(error).__name__}: {str(error)[:200]}); retrying")
+
+  def verify(self) -> None:
+    """A renewal now, synchronously: raises OutputLocked when another run holds the lock, or when no
+    renewal has held for a lease (GCS unreachable: another run may have taken it over by now)."""
+    try:
+      self._renew()
+    except Exception as error:  # noqa: BLE001 - unreachable for now: the lease still covers this run
+      silent = time.monotonic() - self._renewed_at
+      if silent >= LOCK_LEASE_S:
+        raise OutputLocked(f"{self.what}: {self.url} could not be renewed for {silent:.0f} s ({type(error).__name__}: "
+                           f"{str(error)[:200]}); another run may hold it now") from error
+      _warn(f"could not renew {self.url} ({type(error).__name__}); its lease holds for another "
+            f"{LOCK_LEASE_S - silent:.0f} s")
+    if self._lost:
+      raise OutputLocked(self._lost)
+
+  def release(self) -> None:
+    self._stop.set()
+    if self._thread is not None:
+      self._thread.join()
+    if self._lost or self._generation is None:
+      return
+    with contextlib.suppress(Exception):  # a lock left behind expires with its lease
+      self._blob.delete(if_generation_match=self._generation)
 
 
 def _warn(message: str) -> None:

@@ -43,8 +43,8 @@ def train(gin_config_str: str = "") -> dict:
   prepared = run.prepare(config)  # the data, and the task name against it: before MODEL_DIR exists
   storage.makedirs(config.model_dir)
   with exclusive_output(storage.join(config.model_dir, "train"), "train.py", f"MODEL_DIR {config.model_dir}") \
-      if jax.process_index() == 0 else contextlib.nullcontext():
-    return run.train(config, gin_config_str, prepared)
+      if jax.process_index() == 0 else contextlib.nullcontext() as held:
+    return run.train(config, gin_config_str, prepared, before_save=held.verify if held else None)
 
 
 def main(argv: Sequence[str] | None = None) -> dict:

@@ -13,8 +13,8 @@ library this project writes gs:// through pointed at it.
 Credentials: GOOGLE_AUTH_TOKEN_FOR_TESTING (TensorFlow, TensorStore); google-cloud-storage goes
 anonymous when it talks to an emulator.
 
-`python tests/gcs_emulator.py PORT BUCKET` runs the emulator with four fixes to what it does with
-requests TensorFlow sends (real GCS does all three right):
+`python tests/gcs_emulator.py PORT BUCKET` runs the emulator with five fixes to what it does with
+requests (real GCS does each right):
   - a body sent with Transfer-Encoding: chunked and a Content-Length is read as chunked (RFC 9112 6.3;
     the emulator read Content-Length bytes of the chunked framing: objects began "5\\r\\nhello");
   - an empty upload (a directory marker, an empty file) is stored empty (the emulator failed on it);
@@ -23,12 +23,18 @@ requests TensorFlow sends (real GCS does all three right):
   - a download carries the object's generation (x-goog-generation), as GCS's does: TensorStore takes
     a missing one for generation 0 and then refuses its next conditional write of that object
     ("Malformed StorageGeneration": OCDBT's manifest, when it had to read it back).
+  - a write or delete honours its preconditions (ifGenerationMatch, 0 for "only if absent", and
+    ifGenerationNotMatch; the XML API's x-goog-if-generation-match): a failed one answers 412 and
+    changes nothing. The emulator ignored them, so a conditional write (TensorStore's, OCDBT's
+    manifest) could never lose and a second writer of one object always succeeded. Each write is
+    checked and applied under one lock, so two racing conditional writes cannot both pass.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import http
 import http.server
 import os
 import select
@@ -230,6 +236,63 @@ def _serve(port: int, proxy_port: int, bucket: str, certificate: str, key: str) 
       response["x-goog-generation"] = str(stored["generation"])
       response["x-goog-metageneration"] = str(stored.get("metageneration", 1))
 
+  from gcp_storage_emulator.exceptions import NotFound
+
+  write_lock = threading.Lock()
+
+  def target(handler, request, storage) -> tuple[str, str] | None:
+    """The (bucket, object) a write handler would create or delete."""
+    params, kind = request.params or {}, handler.__name__
+    if kind in ("copy", "rewrite"):
+      return params["dest_bucket_name"], params["dest_object_id"]
+    if kind == "upload_partial":
+      pending = storage.get_resumable_file_obj(request.query["upload_id"][0])
+      return pending["bucket"], pending["name"]
+    if kind == "insert":
+      if "name" in request.query:
+        return params["bucket_name"], request.query["name"][0]
+      body = request.data if isinstance(request.data, dict) else {}
+      name = (body.get("meta") or {}).get("name") if "meta" in body else body.get("name")
+      return (params["bucket_name"], name) if name else None
+    return params["bucket_name"], params["object_id"]  # xml_upload, compose, delete
+
+  def conditions(request) -> dict[str, int]:
+    found = {}
+    for query, header in (("ifGenerationMatch", "x-goog-if-generation-match"),
+                          ("ifGenerationNotMatch", None)):
+      value = (request.query.get(query) or [None])[0] or (header and request.get_header(header))
+      if value is not None:
+        found[query] = int(value)
+    return found
+
+  def conditional(handler):
+    def write(request, response, storage, *args, **kwargs):
+      request.data  # the body is read outside the lock: only the check and the write are serialised
+      with write_lock:
+        required = conditions(request)
+        if required:
+          try:
+            where = target(handler, request, storage)
+          except (KeyError, NotFound):
+            where = None
+          if where is not None:
+            try:
+              generation = int(storage.get_file_obj(*where).get("generation") or 0)
+            except NotFound:
+              generation = 0  # GCS: an absent object has generation 0
+            held = all((generation == value) if name == "ifGenerationMatch" else (generation != value)
+                       for name, value in required.items())
+            if not held:
+              response.status = http.HTTPStatus.PRECONDITION_FAILED
+              response.json({"error": {"code": 412, "message": "At least one of the pre-conditions you "
+                                       "specified did not hold.", "errors": [{"reason": "conditionNotMet"}]}})
+              return None
+        return handler(request, response, storage, *args, **kwargs)
+    return write
+
+  writers = (objects.insert, objects.upload_partial, objects.xml_upload, objects.delete, objects.compose,
+             objects.copy, objects.rewrite)
+
   init = server.Request.__init__
 
   def init_with_own_address(self, handler, method):
@@ -248,6 +311,9 @@ def _serve(port: int, proxy_port: int, bucket: str, certificate: str, key: str) 
     for method, handler in list(handlers.items()):
       if handler is download:
         handlers[method] = download_with_generation
+      elif handler in writers:
+        handlers[method] = conditional(handler)
+  objects.insert = conditional(objects.insert)  # the router's fallback for an upload POSTed without /upload
   emulator = server.create_server("127.0.0.1", port, in_memory=True, default_bucket=bucket)
   TlsProxy(certificate, key, port, proxy_port)
   emulator.run()

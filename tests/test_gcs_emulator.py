@@ -6,6 +6,7 @@ directory (a `./gs:/...` folder would mean some code used open() or os.makedirs 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,8 +86,11 @@ def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
       train_entry.main(flags)
     finally:
       gin.clear_config()
-    resumed = capsys.readouterr().out
+    resumed, warnings = capsys.readouterr()
     assert f"resumed from step {committed[-1]} in {checkpoints}" in resumed, resumed[-3000:]
+    # the killed run's lock object is still there: taken over at once, its process being gone
+    assert re.search(rf"took over gs://{bucket}/run/train.lock: its holder \(train.py, pid \d+ .*\) is no longer "
+                     "running", warnings), warnings[-3000:]
     t = _timed(timings, "train (resumed)", t)
     train_steps = [r["step"] for _, r in storage.read_jsonl(f"{model_dir}/metrics.jsonl", warn=lambda _: None)
                    if "loss" in r]
@@ -144,3 +148,125 @@ def test_checkpoints_on_ram_are_refused_by_name(create):
                      r"filesystem.*use a local folder or gs://"):
     checkpoints.Checkpointer("ram://run/checkpoints", create=create)
 
+
+
+def test_the_emulator_honours_generation_preconditions(tmp_path):
+  """GCS refuses a write or delete whose ifGenerationMatch (0: only if absent) does not hold, with 412,
+  and changes nothing. The emulator ignored preconditions, so no conditional write (TensorStore's,
+  OCDBT's manifest, the gs:// lock) could ever lose in a test."""
+  pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
+  import tensorstore as ts
+  from google.api_core import exceptions
+  from google.cloud import storage as gcs
+
+  bucket = f"codelm-{uuid.uuid4().hex[:12]}"
+  with gcs_emulator.gcs(bucket, str(tmp_path)):
+    blob = gcs.Client().bucket(bucket).blob("run/train.lock")
+    blob.upload_from_string("first", if_generation_match=0)
+    first = blob.generation
+    with pytest.raises(exceptions.PreconditionFailed):
+      blob.upload_from_string("second", if_generation_match=0)  # it exists
+    blob.upload_from_string("third", if_generation_match=first)
+    third = blob.generation
+    with pytest.raises(exceptions.PreconditionFailed):
+      blob.upload_from_string("stale", if_generation_match=first)
+    with pytest.raises(exceptions.PreconditionFailed):
+      blob.delete(if_generation_match=first)
+    assert blob.download_as_bytes() == b"third" and blob.generation == third
+
+    store = ts.KvStore.open({"driver": "gcs", "bucket": bucket}).result()
+    written = store.write("run/manifest.ocdbt", b"first").result().generation
+    assert store.write("run/manifest.ocdbt", b"second", if_equal=written).result().generation
+    lost = store.write("run/manifest.ocdbt", b"stale", if_equal=written).result()
+    assert lost.generation == b"", "a write on a stale generation must not happen"
+    assert store.read("run/manifest.ocdbt").result().value == b"second"
+
+
+_WRITER = """
+import os, sys, time
+import jax.numpy as jnp
+import storage
+from training import checkpoints
+directory, value, go = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+state = {"w": jnp.full((16, 16), value)}
+while not os.path.exists(go):
+  time.sleep(0.01)
+try:
+  with storage.exclusive_output(directory.rsplit("/", 1)[0] + "/train", f"writer {value:g}") as held:
+    checkpointer = checkpoints.Checkpointer(directory, async_save=False, before_save=held.verify)
+    checkpointer.save(5, state, {"step": 5})
+    checkpointer.close()
+  print("saved")
+except storage.OutputLocked as error:
+  print("refused:", error)
+"""
+
+
+def _restore_w(directory: str) -> tuple[float, list[int]]:
+  import jax
+  import jax.numpy as jnp
+
+  checkpointer = checkpoints.Checkpointer(directory, create=False)
+  state, _, step = checkpointer.restore_latest({"w": jax.ShapeDtypeStruct((16, 16), jnp.float32)})
+  return float(state["w"][0, 0]), checkpointer.steps()
+
+
+def test_two_writers_of_one_checkpoint_step_cannot_both_succeed(tmp_path):
+  """Two runs started on one gs:// MODEL_DIR, released together: one takes the lock object (created
+  only if absent) and writes step 5; the other refuses naming it and writes nothing. Without the lock
+  both fail mid-write (orbax: "5/progress already exists" and a 404) and step 5 is lost."""
+  pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
+  bucket = f"codelm-{uuid.uuid4().hex[:12]}"
+  script, go = tmp_path / "writer.py", tmp_path / "go"
+  script.write_text(_WRITER)
+  with gcs_emulator.gcs(bucket, str(tmp_path)):
+    directory = f"gs://{bucket}/run/checkpoints"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    writers = [subprocess.Popen([sys.executable, str(script), directory, str(value), str(go)], cwd=str(tmp_path),
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for value in (1.0, 2.0)]
+    time.sleep(1.0)
+    go.write_text("")
+    outputs = [writer.communicate(timeout=240)[0] for writer in writers]
+    saved = [i for i, out in enumerate(outputs) if "\nsaved" in "\n" + out]
+    refused = [i for i, out in enumerate(outputs) if "refused:" in out]
+    assert len(saved) == 1 and len(refused) == 1, outputs
+    winner = saved[0] + 1
+    assert re.search(rf"refused: gs://{bucket}/run/train is being written by another run \(writer {winner}, pid \d+",
+                     outputs[refused[0]]), outputs[refused[0]]
+    assert _restore_w(directory) == (float(winner), [5])
+    assert not storage.exists(f"gs://{bucket}/run/train.lock")  # released by the winner
+
+
+def test_a_run_whose_gcs_lock_was_taken_over_writes_no_checkpoint(tmp_path, monkeypatch, capsys):
+  """A holder that stopped renewing (killed, preempted, stalled) loses its lock once the lease has
+  passed: the next run takes it over with a warning, and the old holder's next save refuses, naming
+  the new holder, before writing anything. Releasing then leaves the new holder's lock alone."""
+  pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
+  import jax.numpy as jnp
+
+  monkeypatch.setattr(storage, "LOCK_LEASE_S", 1.5)
+  bucket = f"codelm-{uuid.uuid4().hex[:12]}"
+  with gcs_emulator.gcs(bucket, str(tmp_path)):
+    output, directory = f"gs://{bucket}/run/train", f"gs://{bucket}/run/checkpoints"
+    old = storage.BucketLock(output + ".lock", "train.py (the old run)", output)
+    old.acquire()
+    with pytest.raises(storage.OutputLocked, match=r"being written by another run \(train.py \(the old run\); it "
+                       r"renewed .* s ago\)"):
+      with storage.exclusive_output(output, "train.py (too soon)"):
+        pass
+    old._stop.set()  # the old run stalls: it renews no more
+    old._thread.join()
+    time.sleep(1.6)
+    with storage.exclusive_output(output, "train.py (the new run)") as new:
+      assert "took over gs://" in capsys.readouterr().err
+      stale = checkpoints.Checkpointer(directory, async_save=False, before_save=old.verify)
+      with pytest.raises(storage.OutputLocked, match=r"another run \(train.py \(the new run\), pid \d+ .*\) took over"):
+        stale.save(5, {"w": jnp.zeros((16, 16))}, {"step": 5})
+      assert stale.steps() == [] and not storage.exists(f"{directory}/5")
+      old.release()
+      new.verify()  # still held: the old run's release did not delete it
+      current = checkpoints.Checkpointer(directory, async_save=False, before_save=new.verify)
+      current.save(5, {"w": jnp.full((16, 16), 3.0)}, {"step": 5})
+      current.close()
+    assert _restore_w(directory) == (3.0, [5])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -211,15 +211,18 @@ class Checkpointer:
   """Train state plus a small JSON of the run's progress (steps, batches consumed, the state's
   fingerprint) per step, and in training each host's input-pipeline state."""
 
-  def __init__(self, directory: str, keep: int = 3, async_save: bool = True, create: bool = True):
+  def __init__(self, directory: str, keep: int = 3, async_save: bool = True, create: bool = True,
+               before_save: Callable[[], None] | None = None):
     """`create` False: a folder only read (another run's); it must exist, and is not made. TensorFlow's
     in-memory ram:// is refused (a ValueError): orbax writes through TensorStore and etils, neither of
-    which has it."""
+    which has it. `before_save` runs before each step is written and may refuse it by raising: the
+    run's hold on MODEL_DIR (storage.Held.verify), so two runs never both write one step."""
     refuse_unwritable(directory)
     directory = storage.resolve(directory)  # orbax refuses relative paths
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
                                            create=create, cleanup_tmp_directories=create)
     self._manager = ocp.CheckpointManager(directory, options=options)
+    self._before_save = before_save
     self.directory = directory
     self.damaged_directory = directory.rstrip("/") + "-damaged"
 
@@ -227,6 +230,8 @@ class Checkpointer:
            ) -> bool:
     """Saves asynchronously (the arrays); `input_state`, the input pipeline's position, is written
     before this returns, so the iterator may advance right after."""
+    if self._before_save is not None:
+      self._before_save()
     progress = dict(progress, **{FINGERPRINT: fingerprint(state)})  # before an async save returns
     items = {"state": ocp.args.StandardSave(state), "progress": ocp.args.JsonSave(progress)}
     if input_state is not None:

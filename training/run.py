@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from typing import Mapping
+from typing import Callable, Mapping
 
 import flax.linen as nn
 import jax
@@ -206,9 +206,12 @@ def prepare(config: TrainConfig) -> Prepared:
   return Prepared(vocabulary, plans)
 
 
-def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | None = None) -> dict:
+def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | None = None,
+          before_save: Callable[[], None] | None = None) -> dict:
   """Trains until config.train_steps, resuming from the newest good checkpoint; a SIGTERM saves and
-  returns early. Returns the last logged metrics. `prepared`: prepare(config), if done already."""
+  returns early. Returns the last logged metrics. `prepared`: prepare(config), if done already.
+  `before_save`: run before each checkpoint is written; raising refuses it (train.py: the hold on
+  MODEL_DIR, which another run may have taken over)."""
   primary = jax.process_index() == 0
   prepared = prepared or prepare(config)
   vocabulary, plans = prepared.vocabulary, prepared.plans
@@ -218,7 +221,7 @@ def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | No
   if primary and gin_config_str:
     storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
   batch_sharding = NamedSharding(mesh, sharding.batch_spec())
-  checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints)
+  checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints, before_save=before_save)
   writer = MetricsWriter(config.model_dir, primary)
   trainable, adapters = _trainable(config, model_config, mesh)
   with sharding.activation_sharding(mesh):
