@@ -410,11 +410,12 @@ def _running(pid) -> bool:
 class BucketLock(Held):
   """One writer of a gs:// output. The lock object is created only if absent (ifGenerationMatch=0) and
   holds {"holder", "renewed", "machine", "pid"}; a thread renews it every LOCK_LEASE_S / 6, each write
-  conditional on the generation this process wrote last, so a renewal fails (and `verify` raises) once another run has
-  taken it over. A run finding a lock renewed less than LOCK_LEASE_S ago refuses, unless its holder
-  was a process on this machine that is gone (a run killed and resumed at once); an older one (its
-  holder killed or preempted elsewhere) it takes over, conditional on the generation it read, with a
-  warning."""
+  conditional on the generation this process wrote last, so a renewal fails (and `verify` raises) once
+  another run has taken it over. A 412 on a write of this process's own that landed (the client
+  retries a conditional upload after a timeout) finds this holder there and keeps the lock. A run
+  finding a lock renewed less than LOCK_LEASE_S ago refuses, unless its holder was a process on this
+  machine that is gone (a run killed and resumed at once); an older one (its holder killed or
+  preempted elsewhere) it takes over, conditional on the generation it read, with a warning."""
 
   def __init__(self, url: str, holder: str, what: str):
     from google.cloud import storage as gcs  # only for gs:// locks
@@ -448,6 +449,9 @@ class BucketLock(Held):
       found = {}
     return (found if isinstance(found, dict) else {}), int(self._blob.generation)
 
+  def _mine(self, found: dict) -> bool:
+    return (found.get("holder"), found.get("pid"), found.get("machine")) == (self.holder, os.getpid(), _machine())
+
   def _refusal(self, found: dict, age: float) -> OutputLocked:
     return OutputLocked(f"{self.what} is being written by another run ({found.get('holder') or 'unknown holder'}; "
                         f"it renewed {self.url} {age:.0f} s ago); wait for it to finish or choose another output. "
@@ -467,6 +471,9 @@ class BucketLock(Held):
       if read is None:
         continue  # released in between: try to create it again
       found, generation = read
+      if self._mine(found):  # our create landed and its retry was refused
+        self._generation, self._renewed_at = generation, time.monotonic()
+        break
       age = time.time() - float(found.get("renewed") or 0)
       gone = found.get("machine") == _machine() and not _running(found.get("pid"))
       if age < LOCK_LEASE_S and not gone:
@@ -492,6 +499,9 @@ class BucketLock(Held):
         self._write(if_generation_match=self._generation)
       except exceptions.PreconditionFailed:
         read = self._read()
+        if read is not None and self._mine(read[0]):  # our renewal landed and its retry was refused
+          self._generation, self._renewed_at = read[1], time.monotonic()
+          return
         holder = (read[0].get("holder") if read else None) or "unknown holder"
         self._lost = f"{self.what}: another run ({holder}) took over {self.url}; this run stopped writing there"
 

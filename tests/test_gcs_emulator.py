@@ -251,6 +251,12 @@ def test_a_run_whose_gcs_lock_was_taken_over_writes_no_checkpoint(tmp_path, monk
     output, directory = f"gs://{bucket}/run/train", f"gs://{bucket}/run/checkpoints"
     old = storage.BucketLock(output + ".lock", "train.py (the old run)", output)
     old.acquire()
+    # A renewal of its own that landed although the client saw it fail (a conditional upload retried
+    # after a timeout then answers 412): the lock is still this run's.
+    landed = old._blob.bucket.blob(old._blob.name)
+    landed.upload_from_string(old._blob.download_as_bytes(), if_generation_match=old._generation)
+    old.verify()
+    assert old._generation == landed.generation
     with pytest.raises(storage.OutputLocked, match=r"being written by another run \(train.py \(the old run\); it "
                        r"renewed .* s ago\)"):
       with storage.exclusive_output(output, "train.py (too soon)"):
