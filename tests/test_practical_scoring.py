@@ -130,12 +130,16 @@ def test_hostile_completions_are_contained(tmp_path):
           f"            done.append(open(path).read()[:10])\n"
           f"        except OSError:\n"
           f"            pass\n"
-          f"    import os, signal\n"
-          f"    try:\n"
-          f"        os.kill(1, signal.SIGKILL)\n"
-          f"        done.append('killed init')\n"
-          f"    except OSError:\n"
-          f"        pass\n"
+          # PID 1 is the box's init (the driver's bash, bwrap --as-pid-1), of the candidate's uid: the
+          # kernel lets kill() return 0 but drops every signal init has no handler for, from inside
+          # its namespace. Had init died, the namespace would die with it, and no record would come.
+          f"    import os, signal, time\n"
+          f"    for number in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGSTOP):\n"
+          f"        try:\n"
+          f"            os.kill(1, number)\n"
+          f"        except OSError:\n"
+          f"            pass\n"
+          f"    time.sleep(0.2)\n"
           f"    return done\n")
   probe = Problem(problem_id="h1", intent="Try to escape.", code="def escape():\n    return []\n",
                   tests=("assert escape() == []\n",), categories=())
