@@ -462,9 +462,10 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-# Known defect (issue 40's closing note asks for its own issue): on an AMD EPYC without AVX-512, XLA's CPU code gives a sample
-# other bits in another row of 12 (the same shapes, a constant window included), so a resumed run's
-# draws differ there (12 rows: prompt 4's third sample after skipping prompts 0 and 3). Rows 2 and 8 hold.
+# Known defect (issue 40's closing note asks for its own issue): on an AMD EPYC without AVX-512,
+# XLA's CPU code gives a sample other bits in another row of 12 (the same shapes, a constant window
+# included), so a resumed run's draws differ there (12 rows: prompt 4's third sample after skipping
+# prompts 0 and 3). Rows 2 and 8 hold.
 _ROW_DEPENDENT_BITS = pytest.mark.xfail(
     "avx512f" not in _cpu_flags(), strict=False,
     reason="XLA CPU without AVX-512: a row's logits depend on its row among 12 (known defect)")
