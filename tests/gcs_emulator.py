@@ -85,8 +85,9 @@ class TlsProxy:
   """An HTTPS proxy: each CONNECT is answered with TLS under `certificate`, and what the client sends
   inside is relayed, decrypted, to the plain-HTTP server at 127.0.0.1:`target_port`. It runs in the
   emulator's process: in the test's own, its threads would wait for the GIL while TensorFlow holds it
-  in a write that waits for the proxy (a deadlock). Prints a line per tunnel and per error (a tunnel
-  its client resets, as a killed process does, is a "proxy tunnel reset", not an error)."""
+  in a write that waits for the proxy (a deadlock). Prints a line per tunnel and per error (a connection
+  its client resets, as a killed process does, before or after the TLS handshake, is a "proxy tunnel
+  reset", not an error)."""
 
   def __init__(self, certificate: str, key: str, target_port: int, port: int = 0):
     self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -111,6 +112,7 @@ class TlsProxy:
 
   def _tunnel(self, connection: socket.socket) -> None:
     client = upstream = None
+    side = "client"  # whose socket the operation under way is on: a reset there is the client's doing
     try:
       head = b""
       while b"\r\n\r\n" not in head:
@@ -125,6 +127,7 @@ class TlsProxy:
         return
       connection.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
       client = self._context.wrap_socket(connection, server_side=True)
+      side = "upstream"
       upstream = socket.create_connection(self._target)
       print(f"proxy tunnel to {host}", flush=True)
       while True:
@@ -132,15 +135,17 @@ class TlsProxy:
         if not ready:
           return
         for source in ready:
+          side = "client" if source is client else "upstream"
           data = source.recv(65536)
           if not data:
             return
+          side = "upstream" if source is client else "client"
           (upstream if source is client else client).sendall(data)
-    except (ConnectionResetError, BrokenPipeError) as error:
-      if client is None:  # before the tunnel: an error of the proxy's
-        print(f"proxy error: {type(error).__name__}: {error}", flush=True)
-      else:  # a client killed mid-request (the tests kill -9 train.py): its end, not the proxy's fault
-        print(f"proxy tunnel reset: {type(error).__name__}: {error}", flush=True)
+    except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError) as error:
+      # A client killed mid-request (the tests kill -9 train.py), at any point from its CONNECT on, ends
+      # its side: not the proxy's fault. A reset on the emulator's side is.
+      kind = "proxy tunnel reset" if side == "client" else "proxy error"
+      print(f"{kind}: {type(error).__name__}: {error}", flush=True)
     except (OSError, ssl.SSLError) as error:
       print(f"proxy error: {type(error).__name__}: {error}", flush=True)
     finally:
