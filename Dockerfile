@@ -10,7 +10,7 @@
 # The sandbox (bubblewrap) creates user, mount, PID and network namespaces: the container must be
 # allowed to (privileged, or CAP_SYS_ADMIN with an unconfined seccomp profile). A worker that cannot
 # sandbox fails its first unit with a message that says so (execution.check_sandbox). Not built or
-# run here: this machine has no container runtime (README, "Scoring at the paper's scale").
+# run here: this machine has no container runtime (docs/scoring.md).
 FROM apache/beam_python3.11_sdk:2.77.0
 
 # The Debian packages of `make toolchains` (Makefile: TOOLCHAIN_PACKAGES and TOOLCHAIN_COMMANDS), and
@@ -24,12 +24,13 @@ RUN apt-get update \
 
 WORKDIR /opt/codelm
 COPY pyproject.toml README.md Makefile ./
-COPY storage.py gin_flags.py gin_train.py quiet.py ./
+COPY storage.py languages.py gin_flags.py gin_train.py quiet.py ./
 COPY model model
 COPY data data
 COPY objectives objectives
 COPY training training
 COPY sampling sampling
+COPY sandbox sandbox
 COPY evaluation evaluation
 COPY experiments experiments
 COPY tpu tpu
@@ -40,6 +41,6 @@ RUN make toolchains \
 # The toolchain caches each language builds on the host on first use (the C++ precompiled header, the
 # Java and C# drivers and runtimes, the Rust harness library), built once here rather than on every
 # worker. (No sandbox runs during `docker build`: it has no namespaces to give.)
-RUN python -c "from evaluation.languages import warm_caches; warm_caches()"
+RUN python -c "from sandbox.renderers import warm_caches; warm_caches()"
 
 ENTRYPOINT ["/opt/apache/beam/boot"]

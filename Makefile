@@ -51,7 +51,7 @@ PYTEST_WORKERS ?= 2
 test: install tpu_compiler gpu_compiler
 	CODELM_REQUIRE_TPU_COMPILER=1 CODELM_REQUIRE_GPU_COMPILER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
 
-# Compilers and runtimes for scoring predictions in 12 languages (evaluation/languages/), and the
+# Compilers and runtimes for scoring predictions in 12 languages (sandbox/renderers/), and the
 # sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.
 # A no-op when everything is present; needs root (or sudo) for apt-get.
 TOOLCHAIN_PACKAGES := bubblewrap lua5.3 php-cli golang-go rustc mono-mcs mono-runtime r-base-core ghc

@@ -27,7 +27,7 @@ import time
 import tqdm
 
 import quiet
-from data.languages import LANGUAGES
+from languages import LANGUAGES
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DISPLAY = {language.name: language.display_name for language in LANGUAGES}
@@ -177,13 +177,13 @@ def summary(out: str, corpus: str, run: str, predictions: str, total: float) -> 
       f"    {python} -m evaluation.score --predictions {out}/translation.jsonl --benchmark humaneval \\",
       f"        --languages all --k 1,25 --output {out}/translation_scores",
       "  fine-tune on practical Python tasks and score pass@1 per category (LoRA: add",
-      "  --run_gin gin_configs/runs/finetune_lora.gin; README \"Fine-tuning on practical tasks\"):",
+      "  --run_gin gin_configs/runs/finetune_lora.gin; docs/finetune.md):",
       f"    {python} -m experiments.finetune_grid --pretrained {run} --output {out}/finetune \\",
       "        --fractions 0.4 --seeds 0 --steps 40",
       "  the scaling ablation (sizes x Natural / UniMax) on this corpus:",
       f"    {python} -m experiments.ablation --sizes tiny,mini --mixtures natural,unimax_1,unimax_2 \\",
       f"        --corpus {corpus} --steps 600 --output {out}/ablation",
-      "  a real run on a TPU pod (README \"TPU pods\", tpu/README.md):",
+      "  a real run on a TPU pod (docs/training.md, tpu/README.md):",
       f"    {python} tpu/launch.py --name NAME --zone ZONE --run_name 1b_unimax_2 -- \\",
       "        --gin_file=gin_configs/runs/pretrain.gin --gin_file=gin_configs/models/1b.gin ...",
   ]

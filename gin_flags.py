@@ -99,7 +99,7 @@ def message(error: BaseException) -> str:
   return str(error).split("\n  In call to configurable")[0]
 
 
-# Where gin files are found from any working directory: the repository root (so the README's
+# Where gin files are found from any working directory: the repository root (so the docs'
 # `--gin_file=gin_configs/runs/pretrain.gin` and `include 'gin_configs/...'` work anywhere) and
 # gin_configs/ itself (`--gin_file=runs/pretrain.gin`, as T5X's search paths allow).
 GIN_SEARCH_PATHS = [os.path.dirname(os.path.abspath(__file__)),

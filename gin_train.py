@@ -88,7 +88,7 @@ def check(config: TrainConfig, check_paths: bool = True) -> None:
                      f"holds parameters only: train from it in a new MODEL_DIR with --gin.train.init_from={c.model_dir}")
   try:  # before the data pipeline is built (the Checkpointer would refuse it only then)
     if check_paths:
-      refuse_unwritable(c.checkpoint_dir or storage.join(c.model_dir, "checkpoints"))
+      refuse_unwritable(c.checkpoints)
   except ValueError as error:
     raise UsageError(f"{'train.checkpoint_dir' if c.checkpoint_dir else 'train.model_dir'}: {error}") from None
   lengths = c.task_feature_lengths

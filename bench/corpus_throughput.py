@@ -31,7 +31,8 @@ quiet.setup()
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from data import corpus, decontamination, languages, licenses, pii, shards  # noqa: E402
+import languages  # noqa: E402
+from data import corpus, decontamination, licenses, pii, shards
 from data.near_dedup import NEAR_DUP_NUM_PERM, NEAR_DUP_SHINGLE_SIZE, MinHashBands, lsh_bands  # noqa: E402
 from data.quality import QualityFilters  # noqa: E402
 

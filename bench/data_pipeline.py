@@ -31,8 +31,9 @@ from data import mixtures, stream  # noqa: E402
 
 
 def measure(name: str, sequence_length: int, batch_size: int, seconds: float) -> dict:
-  examples = stream.examples(name, sequence_length, "train", shuffle=True, seed=0, num_epochs=None, use_cached=False)
-  dataset = stream.packed_rows(examples, name, sequence_length)
+  source = stream.resolve(name)
+  examples = stream.examples(source, sequence_length, "train", shuffle=True, seed=0, num_epochs=None, use_cached=False)
+  dataset = stream.packed_rows(examples, source, sequence_length)
   iterator = dataset.batch(batch_size).prefetch(2).as_numpy_iterator()
   next(iterator)  # build the graph and fill the shuffle buffer before timing
   tokens = rows = 0

@@ -1,4 +1,4 @@
-"""The README's pre-flight table: the paper's sizes with runs/pretrain.gin (batch 256 x 2048) compiled
+"""The pre-flight table of docs/results.md: the paper's sizes with runs/pretrain.gin (batch 256 x 2048) compiled
 by tpu/preflight.py for the slices a user would rent, as the gin files set them (data parallel, no
 remat) and with FSDP over every chip and full remat; per chip memory, fits or not, the roofline step
 time. Every figure is the compiler's or an estimate from it; nothing runs on a TPU.

@@ -12,7 +12,7 @@ run, each in a fresh process with the same --workers:
   before    the scorer of --before_revision (git worktree; default: the commit before this work):
             one sandbox per program, compile and run;
   alone     today's scorer with --batch_size 1 (each program compiled on its own);
-  batched   today's scorer (compiled languages built --batch_size at a time, evaluation/batching.py).
+  batched   today's scorer (compiled languages built --batch_size at a time, sandbox/batching.py).
 Each way runs --repeats times, interleaved, and its fastest run is reported (this machine's timings
 vary by a third between runs). Every way must give the same verdicts (checked: a mismatch is
 printed and counted). Printed and written
@@ -40,8 +40,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from evaluation import execution, resumable, score, typed  # noqa: E402
-from evaluation.languages import MODULES, get  # noqa: E402
+from evaluation import resumable, score  # noqa: E402
+from sandbox import execution, typed
+from sandbox.renderers import MODULES, get  # noqa: E402
 import storage  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "data", "typed_questions.jsonl")

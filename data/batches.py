@@ -12,10 +12,10 @@ import tensorflow as tf
 from data import stream
 
 
-def _dataset(name: str, sequence_length: int, batch_size: int, split: str, shuffle: bool, seed: int | None,
+def _dataset(source: stream.Stream, sequence_length: int, batch_size: int, split: str, shuffle: bool, seed: int | None,
              num_epochs: int | None, use_cached: bool = True) -> tf.data.Dataset:
-  dataset = stream.examples(name, sequence_length, split, shuffle, seed, num_epochs, use_cached)
-  return stream.packed_rows(dataset, name, sequence_length).batch(batch_size, drop_remainder=num_epochs is None)
+  dataset = stream.examples(source, sequence_length, split, shuffle, seed, num_epochs, use_cached)
+  return stream.packed_rows(dataset, source, sequence_length).batch(batch_size, drop_remainder=num_epochs is None)
 
 
 class TrainBatches:
@@ -33,7 +33,8 @@ class TrainBatches:
     if global_batch_size % jax.process_count():
       raise ValueError(f"batch size {global_batch_size} does not divide over {jax.process_count()} hosts")
     per_host = global_batch_size // jax.process_count()
-    self._make = lambda: _dataset(name, sequence_length, per_host, "train", shuffle=True, seed=seed,
+    source = stream.resolve(name)  # once: a replay builds the dataset again from it
+    self._make = lambda: _dataset(source, sequence_length, per_host, "train", shuffle=True, seed=seed,
                                   num_epochs=None).prefetch(2)
     # What a saved iterator must match to be restored here (plus `position`).
     self.pipeline = {"name": name, "sequence_length": sequence_length, "host_batch_size": per_host, "seed": seed,
@@ -62,7 +63,7 @@ def validation_batches(name: str, sequence_length: int, batch_size: int, max_bat
                        ) -> list[Mapping[str, np.ndarray]]:
   """Up to max_batches of the validation split, in order (the same every time)."""
   # Uncached: validation sets are small, and SeqIO's cache of an empty split has no usable info.
-  dataset = _dataset(name, sequence_length, batch_size, "validation", shuffle=False, seed=0, num_epochs=1,
+  dataset = _dataset(stream.resolve(name), sequence_length, batch_size, "validation", shuffle=False, seed=0, num_epochs=1,
                      use_cached=False)
   batches = []
   for batch in dataset.take(max_batches).as_numpy_iterator():

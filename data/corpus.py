@@ -107,7 +107,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 import storage
 from data import corpus_report
 from data import decontamination
-from data import languages
+import languages
 from data import licenses
 from data import records
 from data import shards

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import json
 
-from data import languages
+import languages
 from data import records
 from data.quality import QUALITY_RULES
 

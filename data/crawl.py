@@ -19,7 +19,7 @@ from typing import Iterable
 import tqdm
 
 import storage
-from data import languages
+import languages
 from data import licenses
 
 # A file to read, as the pipeline carries it: plain tuples (picklable, no schema inference).

@@ -33,8 +33,11 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from data import practical_tasks
-from evaluation import humaneval_typed, iterative_tasks, prompts, typed
-from evaluation.languages import MODULES, get
+from evaluation import benchmark_data, prompts
+from evaluation.humaneval import questions as humaneval_typed
+from evaluation.iterative import tasks as iterative_tasks
+from sandbox import typed
+from sandbox.renderers import MODULES, get
 import storage
 
 # Shortest item kept (characters, normalised). On 812 M characters of innocent code and text (61,889
@@ -87,7 +90,7 @@ def project_benchmark_items() -> list[BenchmarkItem]:
   items = [BenchmarkItem("humaneval", f"{qid} {field}", text) for qid in order
            for field, text in (("docstring", _docstring(problems[qid])),
                                ("canonical_solution", problems[qid]["canonical_solution"]))]
-  questions = list(typed.load_benchmark("humaneval").values())
+  questions = list(benchmark_data.load_benchmark("humaneval").values())
   items += [BenchmarkItem("humaneval_typed", f"{q.qid} prompt {name}", get(name).signature_with_docstring(q))
             for name in MODULES for q in questions]
   items += [BenchmarkItem("translation", f"{qid} source python", source)

@@ -18,7 +18,7 @@ import tensorflow as tf
 import tqdm
 
 from data import stream
-from data.languages import LANGUAGES, display_name
+from languages import LANGUAGES, display_name
 from data.tasks import LANGUAGE_FEATURE
 from data.vocab import MODE_TOKENS, special_token_ids
 
@@ -38,14 +38,15 @@ class Draw:
 
 def draw(mixture: str, sequence_length: int, num_examples: int, seed: int = 0, progress: bool = True) -> Draw:
   """`num_examples` examples of `mixture` as training draws them (split train, shuffled, `seed`)."""
-  examples = stream.examples(mixture, sequence_length, "train", shuffle=True, seed=seed, num_epochs=None,
+  source = stream.resolve(mixture)
+  examples = stream.examples(source, sequence_length, "train", shuffle=True, seed=seed, num_epochs=None,
                              passthrough_features=[LANGUAGE_FEATURE])
-  provider = stream.tasks_of(mixture)[0]
+  provider = source.tasks[0]
   vocabulary = provider.output_features["targets"].vocabulary
   special = np.zeros(vocabulary.vocab_size, bool)
   special[vocabulary.vocab_size - vocabulary.extra_ids:] = True  # sentinels
   special[[special_token_ids(vocabulary)[t] for t in MODE_TOKENS]] = True
-  suffix = "_ul2" if stream.is_prefix_lm(mixture) else ""
+  suffix = "_ul2" if source.objective is stream.Objective.UL2 else ""  # the tasks' names (data/tasks.py)
   task, inputs_list, targets_list = [], [], []
   for example in tqdm.tqdm(examples.take(num_examples).as_numpy_iterator(), total=num_examples,
                            desc=f"drawing {mixture}", unit=" examples", disable=not progress, leave=False):
@@ -56,21 +57,21 @@ def draw(mixture: str, sequence_length: int, num_examples: int, seed: int = 0, p
   document_tokens = np.array([int((~special[i]).sum() + (~special[t]).sum()) for i, t in zip(inputs_list, targets_list)])
   loss_tokens = np.array([len(t) for t in targets_list])
   return Draw(task, row_tokens, document_tokens, loss_tokens,
-              _pack(inputs_list, targets_list, mixture, sequence_length, bool(suffix)))
+              _pack(inputs_list, targets_list, source, sequence_length))
 
 
-def _pack(inputs_list, targets_list, mixture: str, sequence_length: int, prefix_lm: bool) -> np.ndarray:
+def _pack(inputs_list, targets_list, source: stream.Stream, sequence_length: int) -> np.ndarray:
   """The same examples, in the same order, through the feature converter training uses."""
 
   def generate():
     for inputs, targets in zip(inputs_list, targets_list):
-      yield ({"inputs": inputs, "targets": targets} if prefix_lm else {"targets": targets})
+      yield ({"inputs": inputs, "targets": targets} if source.prefix_lm else {"targets": targets})
 
-  keys = ("inputs", "targets") if prefix_lm else ("targets",)
+  keys = ("inputs", "targets") if source.prefix_lm else ("targets",)
   dataset = tf.data.Dataset.from_generator(
       generate, output_signature={k: tf.TensorSpec([None], tf.int32) for k in keys})
   segments = [int(row["decoder_segment_ids"].max())
-              for row in stream.packed_rows(dataset, mixture, sequence_length).as_numpy_iterator()]
+              for row in stream.packed_rows(dataset, source, sequence_length).as_numpy_iterator()]
   return np.array(segments)
 
 

@@ -45,7 +45,7 @@ import storage
 
 from data import mixture_shares, packing
 from objectives import ul2
-from data.languages import display_name
+from languages import display_name
 from data.tasks import (CachedSizes, default_cache_dir, load_sizes, register_tasks,
                               register_ul2_tasks)
 from data.unimax import natural_rates, unimax_rates

@@ -36,7 +36,7 @@ import string
 
 import numpy as np
 
-from data.languages import BY_NAME
+from languages import BY_NAME
 
 QUALITY_RULES = ("max_line_length", "mean_line_length", "alphanum_fraction", "auto_generated", "data_like")
 

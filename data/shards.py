@@ -13,7 +13,7 @@ cannot be split, and plain JSONL rows are numbered from the top), read line by l
 are spread over workers by the pipeline's next grouping.
 
 Column names: the first present of each `DEFAULT_COLUMNS` list, unless a flag names one (`Columns`).
-Language: the paper's extension mapping (data/languages.py) from the path column, else the extension
+Language: the paper's extension mapping (languages.py) from the path column, else the extension
 column; the language column only when the user asks (`Columns.language_from_column`), since
 datasets label languages their own way ("C++", "c-sharp").
 
@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import apache_beam as beam
 
 import storage
-from data import languages
+import languages
 
 PROBLEMS = "problems"  # tag of the (shard, row, message) output
 SKIPPED = "skipped"  # tag of the (reason, language, bytes) output (the corpus pipeline's)

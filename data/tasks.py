@@ -30,7 +30,7 @@ import tensorflow as tf
 
 import storage
 from data import records
-from data.languages import LANGUAGES, Language
+from languages import LANGUAGES, Language
 from data.vocab import CODE_TOKEN, DEFAULT_EXTRA_IDS, EOD_TOKEN, MODE_TOKENS, get_vocabulary, special_token_ids
 from objectives.ul2 import UL2Config, ul2_objectives
 

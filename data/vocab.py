@@ -66,7 +66,8 @@ import sentencepiece as spm
 import tensorflow as tf
 
 import storage
-from data import languages, records
+import languages
+from data import records
 
 CODE_TOKEN = "[code]"
 EOD_TOKEN = "[eod]"

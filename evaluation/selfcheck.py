@@ -10,7 +10,7 @@ Per language, on the typed HumanEval problems (evaluation/data/humaneval_typed.j
 - the hand-written solutions of tests/solutions/<language>.json (fixture questions covering lists,
   maps, sets, tuples, strings, floats and optional values) must pass, the wrong ones fail, and a
   solution that throws on one test case must lose that case only.
-Prints a markdown table (the README's) and writes it to --output.
+Prints a markdown table (docs/results.md's) and writes it to --output.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import sys
 import time
 
 import storage
-from evaluation import execution, typed
-from evaluation.judge import Case, Status, judge
-from evaluation.languages import NOT_EVALUATED, get, parse_languages
-from evaluation.typed import load_benchmark
-from data.languages import BY_NAME
+from sandbox import execution, typed
+from sandbox.judge import Case, Status, judge
+from sandbox.renderers import NOT_EVALUATED, get, parse_languages
+from evaluation.benchmark_data import load_benchmark
+from languages import BY_NAME
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTIONS = os.path.join(ROOT, "tests", "solutions")

@@ -15,8 +15,8 @@ import math
 from typing import Callable, Mapping, Sequence
 
 import storage
-from data.languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
-from evaluation.languages import NOT_EVALUATED
+from languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
+from sandbox.renderers import NOT_EVALUATED
 from experiments import paper_results
 from experiments.ablation_grid import NATURAL, Cell, available
 

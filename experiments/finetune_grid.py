@@ -19,7 +19,7 @@ others (return_the_result/f40_s0), and runs four phases, one after another:
   2. the test split's prompts (data/practical_tasks.py) in the cell's variant, the one its training
      examples used -> <cell>/prompts.jsonl;
   3. sample.py on <cell>/run -> <cell>/predictions.jsonl, its console in <cell>/sample.log;
-  4. evaluation/practical.py's scoring -> <cell>/score/metrics.json, per category of --labels (the
+  4. evaluation/practical/score.py's scoring -> <cell>/score/metrics.json, per category of --labels (the
      dataset's when it has any, else derived from the references: data/practical_labels.py);
 then <cell>/done.json records what ran. A cell with done.json is not rerun; a half-done one continues
 (train.py resumes from its checkpoints, sample.py skips sampled prompts, scoring reuses its results).
@@ -27,7 +27,7 @@ A failed phase stops the grid, naming the cell and its log; finished cells are k
 --gin.NAME=VALUE flags go to every cell's train.py.
 
 Then, for every finished cell of the grid: GRID_DIR/summary.md, summary.json and
-pass_at_1_by_category.png (evaluation.practical.write_summary: per train fraction, mean ± std over seeds)
+pass_at_1_by_category.png (evaluation.practical.score.write_summary: per train fraction, mean ± std over seeds)
 of the plain prompt's cells, the same in GRID_DIR/{variant}/ for each other variant, and with more than
 one variant GRID_DIR/prompt_variants.md and .json (the paper's Table 2: overall metrics per variant).
 """
@@ -226,7 +226,7 @@ def _phase(cell: Cell, args: Sequence[str], log_path: str, runner: Runner, note:
 def run_cell(cell: Cell, grid: Grid, test: Sequence[Problem], runner: Runner, prefix: str,
              note: Callable[..., None]) -> dict:
   """The four phases of one cell, then its done.json (returned)."""
-  from evaluation.practical import score_predictions
+  from evaluation.practical.score import score_predictions
 
   cell_dir = grid.cell_dir(cell)
   os.makedirs(cell_dir, exist_ok=True)
@@ -341,7 +341,7 @@ def report(output: str, cells: Sequence[Cell]) -> int:
   """Writes the summary of each prompt variant's finished cells (the plain prompt's in `output`, another's
   in output/{variant}) and, with more than one variant, their comparison; prints the tables; 1 when no
   cell has finished."""
-  from evaluation.practical import write_summary, write_variant_summary
+  from evaluation.practical.score import write_summary, write_variant_summary
 
   found, missing = collect(output, cells)
   if not found:

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 import storage
-from data.languages import HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
+from languages import HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
 
 NATURAL = "natural"
 GENERATION_K, TRANSLATION_K = 100, 25

@@ -13,7 +13,7 @@ experiments.paper_results draws fig5_passk.png, fig6_passk_relative_change.png a
 ABL_DIR at the paper's k (100 generation, 25 translation), or at the samples per problem where fewer.
 
 Datasets: `humaneval` (typed HumanEval, generation), `translation` (HumanEval from Python), or
-NAME=FILE:TASK[:SOURCE] for a typed question file (e.g. converted by `python -m evaluation.babelcode`):
+NAME=FILE:TASK[:SOURCE] for a typed question file (e.g. converted by `python -m evaluation.humaneval.babelcode`):
 `bc_transcoder_cpp=transcoder.jsonl:translation:C++`, `bc_mbpp=mbpp.jsonl:generation`.
 This runs every cell on this machine, one after another; on a TPU grid, sample each cell where it was
 trained and point experiments.paper_results at the bucket.
@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 import storage
 from evaluation import prompts as benchmark_prompts
 from evaluation import score as scoring
-from evaluation.judge import Status
+from sandbox.judge import Status
 from experiments import paper_results
 from model.config import SIZES
 

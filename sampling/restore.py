@@ -1,7 +1,7 @@
 """A trained run restored for sampling: its run.json, a checkpoint, a LoRA run's adapters merged into
 their base, the parameters laid out on a mesh by training's rules.
 
-sample.py and evaluation/iterative.py sample from a run through `load_sampler`. The parameter layout
+sample.py and evaluation/iterative/run.py sample from a run through `load_sampler`. The parameter layout
 is computed once, here: checkpoints restore straight onto it, and Sampler takes its parameters as they
 come (placed). `place_params` lays out parameters made elsewhere (random ones in tests) the same way.
 """

@@ -12,8 +12,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 def pytest_terminal_summary(terminalreporter):
   """Which languages' test programs this run compiled and executed (the others' toolchains are
   missing: `make toolchains` installs them)."""
-  from evaluation import execution
-  from evaluation.languages import MODULES, NOT_EVALUATED, get
+  from sandbox import execution
+  from sandbox.renderers import MODULES, NOT_EVALUATED, get
 
   ran, missing = [], []
   for name in MODULES:

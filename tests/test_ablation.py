@@ -10,8 +10,8 @@ import shlex
 import pytest
 
 import code_corpus
-from evaluation import execution
-from evaluation.languages import get
+from sandbox import execution
+from sandbox.renderers import get
 from experiments import ablation, score_grid
 from data import tasks
 

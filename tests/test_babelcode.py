@@ -13,9 +13,11 @@ import os
 
 import pytest
 
-from evaluation import babelcode, execution, prompts, score, typed
-from evaluation.judge import Status
-from evaluation.languages import MODULES, get
+from evaluation import prompts, score
+from evaluation.humaneval import babelcode
+from sandbox import execution, typed
+from sandbox.judge import Status
+from sandbox.renderers import MODULES, get
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "babelcode_questions.jsonl")

@@ -1,4 +1,4 @@
-"""Batched compilation (evaluation/batching.py): the same verdicts as compiling each program alone.
+"""Batched compilation (sandbox/batching.py): the same verdicts as compiling each program alone.
 
 For every language whose renderer builds batches, tests/solutions/<language>.json's programs (correct,
 wrong, throwing once, failing to compile) and every fixture question's stub are executed in small
@@ -15,9 +15,9 @@ import os
 
 import pytest
 
-from evaluation import batching, execution, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import MODULES, base, get
+from sandbox import batching, execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import MODULES, base, get
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
@@ -137,7 +137,7 @@ def test_cpp_refuses_what_could_reach_beyond_its_function():
 def test_cpp_refuses_a_function_whose_name_the_prompts_head_declares():
   """Alone, `strlen(s.c_str())` inside `long strlen(string s)` calls the C function (both are in the
   global namespace); in a member's namespace it would find only itself and recurse."""
-  from evaluation.languages import cpp
+  from sandbox.renderers import cpp
   from evaluation.score import load_benchmark
 
   renderer = renderer_or_skip("cpp")
@@ -194,7 +194,7 @@ def test_a_build_larger_than_its_members_boxes_is_not_used(monkeypatch):
 
 
 def test_warm_caches_renders_without_a_sandbox():
-  from evaluation.languages import warm_caches
+  from sandbox.renderers import warm_caches
   assert warm_caches(["cpp", "python"]) == ["cpp", "python"]
 
 

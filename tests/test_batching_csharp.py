@@ -1,4 +1,4 @@
-"""C#'s batched compilation (evaluation/languages/csharp.py, csharp_batch.cs): one mono process
+"""C#'s batched compilation (sandbox/renderers/csharp.py, csharp_batch.cs): one mono process
 compiles each member as a compilation of its own, and member k's report is exactly what mcs prints
 for that program alone (diagnostics, summary line, exit status), with the same main.exe, byte for
 byte, whatever was compiled before it in the process."""
@@ -14,9 +14,9 @@ import tempfile
 
 import pytest
 
-from evaluation import batching, execution, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import base, csharp, get
+from sandbox import batching, execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import base, csharp, get
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}

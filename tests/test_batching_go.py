@@ -1,4 +1,4 @@
-"""Go's batched build (evaluation/languages/go.py): what `batchable` lets share a build and what it
+"""Go's batched build (sandbox/renderers/go.py): what `batchable` lets share a build and what it
 refuses (one case per reason), that each member's report is what its compiler said for it alone,
 that a member's run prints what its program alone prints (type names, panic positions, argv), and
 that a build which does not link sends its members alone."""
@@ -13,9 +13,9 @@ import tempfile
 
 import pytest
 
-from evaluation import batching, execution, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import base, get, go
+from sandbox import batching, execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import base, get, go
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}

@@ -1,4 +1,4 @@
-"""Haskell's batched compilation (evaluation/languages/haskell.py): what may share a `ghc --make`
+"""Haskell's batched compilation (sandbox/renderers/haskell.py): what may share a `ghc --make`
 build, what a build holds, and which members a failed build's diagnostics blame."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import tempfile
 
 import pytest
 
-from evaluation import execution, typed
-from evaluation.languages import get
-from evaluation.languages.base import Program
+from sandbox import execution, typed
+from sandbox.renderers import get
+from sandbox.renderers.base import Program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}

@@ -1,4 +1,4 @@
-"""Java's batched compilation (evaluation/languages/java.py, java_batch.java): each member is a javac
+"""Java's batched compilation (sandbox/renderers/java.py, java_batch.java): each member is a javac
 compilation of its own inside one JVM, reported exactly as javac reports it alone.
 
 `batchable` accepts every completion once the driver exists (only text that cannot be written as
@@ -16,9 +16,9 @@ import os
 
 import pytest
 
-from evaluation import batching, execution, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import get, java
+from sandbox import batching, execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import get, java
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}

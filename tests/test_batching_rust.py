@@ -1,4 +1,4 @@
-"""Rust's shared build (evaluation/languages/rust.py): what `batchable` lets into one crate and what it
+"""Rust's shared build (sandbox/renderers/rust.py): what `batchable` lets into one crate and what it
 refuses (one case per reason), that `blamed` reads rustc's own diagnostics, and that a member's run
 cannot tell its build from its program alone (argv, environment, panic locations, memory)."""
 
@@ -9,9 +9,9 @@ import tempfile
 
 import pytest
 
-from evaluation import batching, execution, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import base, get, rust
+from sandbox import batching, execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import base, get, rust
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}

@@ -1,4 +1,4 @@
-"""TypeScript's batched compilation (evaluation/languages/typescript.py, typescript_batch.js): one
+"""TypeScript's batched compilation (sandbox/renderers/typescript.py, typescript_batch.js): one
 `tsc -b` builds a project per member, and each member gets the exit status and diagnostics that tsc
 prints for its program alone.
 
@@ -19,9 +19,9 @@ import tempfile
 
 import pytest
 
-from evaluation import batching, execution, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import base, get, javascript, typescript
+from sandbox import batching, execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import base, get, javascript, typescript
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}

@@ -12,9 +12,10 @@ import socket
 
 import pytest
 
-from evaluation import beam_scoring, execution, resumable, score
-from evaluation.judge import Status
-from evaluation.languages import MODULES, get
+from evaluation import beam_scoring, resumable, score
+from sandbox import execution
+from sandbox.judge import Status
+from sandbox.renderers import MODULES, get
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "data", "typed_questions.jsonl")

@@ -12,8 +12,8 @@ import pytest
 
 from data import decontamination, practical_tasks
 from data.decontamination import BenchmarkItem, Decontaminator, file_benchmark_items
-from evaluation.humaneval_typed import load_problems
-from evaluation.languages import MODULES
+from evaluation.humaneval.questions import load_problems
+from sandbox.renderers import MODULES
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from evaluation import execution
-from evaluation.languages import base, get
+from sandbox import execution
+from sandbox.renderers import base, get
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = get("python")
@@ -172,8 +172,8 @@ ZOMBIE_COUNT = r"""
 import ctypes, os, sys, time
 sys.path.insert(0, {root!r})
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here
-from evaluation import execution
-from evaluation.languages import base, get
+from sandbox import execution
+from sandbox.renderers import base, get
 python = get("python")
 interpreter = python.program.__globals__["_base_interpreter"]()
 sources = {{

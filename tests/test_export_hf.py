@@ -23,7 +23,7 @@ import torch
 
 import code_corpus
 from data import records
-from data.languages import LANGUAGES
+from languages import LANGUAGES
 from data.vocab import get_vocabulary, train_vocabulary
 from export import cohere, hf
 from export import tokenizer as hf_tokenizer

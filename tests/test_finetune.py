@@ -177,7 +177,9 @@ def test_the_task_rows_are_causal_with_the_loss_on_the_body_only(pretrained):
   assert counts["train"]["problems"] == len(train) and counts["test"]["problems"] == len(test)
   assert counts["train"]["examples"] + len(counts["train"]["too_long"]) == len(train)
   code_id, eod_id = (vocabulary.tokenizer.piece_to_id(t) for t in (CODE_TOKEN, EOD_TOKEN))
-  examples = list(stream.examples(pt.TASK_NAME, 512, "test", shuffle=False, seed=0, num_epochs=1,
+  source = stream.resolve(pt.TASK_NAME)
+  assert source.objective is stream.Objective.PROMPT_COMPLETION
+  examples = list(stream.examples(source, 512, "test", shuffle=False, seed=0, num_epochs=1,
                                   use_cached=False).as_numpy_iterator())
   fitting = [p for p in test if p.problem_id not in counts["test"]["too_long"]]
   assert len(examples) == len(fitting)
@@ -185,8 +187,8 @@ def test_the_task_rows_are_causal_with_the_loss_on_the_body_only(pretrained):
     assert example["inputs"][0] == code_id and example["targets"][-1] == eod_id
     assert vocabulary.decode(example["inputs"][1:].tolist()) == problem.prompt
     assert vocabulary.decode(example["targets"][:-1].tolist()).strip() == problem.body.strip()
-  row = next(stream.packed_rows(stream.examples(pt.TASK_NAME, 512, "test", shuffle=False, seed=0, num_epochs=1,
-                                                use_cached=False), pt.TASK_NAME, 512).as_numpy_iterator())
+  row = next(stream.packed_rows(stream.examples(source, 512, "test", shuffle=False, seed=0, num_epochs=1,
+                                                use_cached=False), source, 512).as_numpy_iterator())
   assert not row["decoder_causal_attention"].any()  # the prompt is read causally, as the sampler reads it
   first = examples[0]
   length = len(first["inputs"]) + len(first["targets"])

@@ -14,7 +14,8 @@ import statistics
 import pytest
 
 from data.practical_tasks import SMALL_DATASET, load_problems, prompt_records, split_problems
-from evaluation import execution, practical
+from evaluation.practical import score as practical
+from sandbox import execution
 from experiments import finetune_grid
 
 needs_sandbox = pytest.mark.skipif(bool(execution.missing(practical.toolchain())),

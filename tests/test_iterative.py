@@ -1,4 +1,4 @@
-"""evaluation/iterative_tasks.py, iterative_protocol.py and iterative.py with a scripted conversation model.
+"""evaluation/iterative/ (tasks.py, protocol.py and run.py) with a scripted conversation model.
 
 The stand-in has ConversationSampler's API (start / reply / close) and answers each conversation
 from a script: a function of (its first prompt, the examples shown so far, the round) -> code.
@@ -17,9 +17,10 @@ from typing import Callable
 
 import pytest
 
-from evaluation import execution, iterative, iterative_protocol, iterative_tasks, typed
-from evaluation.iterative import Settings
-from evaluation.languages import get
+from evaluation.iterative import protocol as iterative_protocol, run as iterative, tasks as iterative_tasks
+from sandbox import execution, typed
+from evaluation.iterative.run import Settings
+from sandbox.renderers import get
 
 QUESTION = typed.question_from_json({
     "qid": "Toy/0", "entry_fn_name": "largest", "params": [{"name": "numbers", "type": "list<int>"}],

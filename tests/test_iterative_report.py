@@ -1,4 +1,4 @@
-"""evaluation/iterative_report.py: seed 001's O1, Figure 6 and RQ3 tables, on a scripted model's episodes
+"""evaluation/iterative/report.py: seed 001's O1, Figure 6 and RQ3 tables, on a scripted model's episodes
 (the expected numbers are worked out by hand from the script, in the comments) and on record fixtures.
 """
 
@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from evaluation import execution, iterative, iterative_protocol, iterative_report, iterative_tasks, typed
+from evaluation.iterative import protocol as iterative_protocol, report as iterative_report, run as iterative, tasks as iterative_tasks
+from sandbox import execution, typed
 from test_iterative import CORRECT, OVERRIDE, QUESTION, SOURCE, episodes, examples_in, settings
 
 WRONG = "    return -1\n"  # the outputs are maxima of numbers in 0..99: wrong on every input
@@ -302,7 +303,7 @@ def test_nan_when_no_execution_has_k_samples():
 
 def test_o1_by_m_across_runs_one_table_and_bad_runs_named(tmp_path, capsys):
   """Table 1's shape: one run per m (its --examples), their O1 rows in one table by language then m."""
-  from evaluation import iterative_report
+  from evaluation.iterative import report as iterative_report
 
   def run(name, m, p1, share):
     folder = tmp_path / name

@@ -1,7 +1,7 @@
 import pytest
 
-from data import languages
-from data.languages import classify
+import languages
+from languages import classify
 
 
 @pytest.mark.parametrize("path,expected", [
@@ -28,6 +28,6 @@ def test_the_fourteen_languages_and_their_groups():
       "Dart", "Lua", "Rust", "C#", "R", "Julia", "Haskell"]
   # Table 3's shares are rounded to two decimals: they sum to 99.98.
   assert sum(l.natural_share for l in languages.LANGUAGES) == pytest.approx(99.98, abs=1e-9)
-  assert languages.get_language("cpp").task_name == "code_cpp"
+  assert languages.get("cpp").task_name == "code_cpp"
   with pytest.raises(ValueError, match="unknown language"):
-    languages.get_language("cobol")
+    languages.get("cobol")

@@ -106,6 +106,22 @@ def test_expected_examples_per_pass_match_the_pipeline(corpus):
   assert sum(1 for _ in plain.as_numpy_iterator()) == corpora[""].examples["code_go"]  # exact for chunks
 
 
+def test_a_task_or_mixture_resolves_once_to_its_objective(corpus):
+  """The objective is a field of the resolved stream, read from what the tasks emit, not from a name:
+  it decides the features and the packing."""
+  from data import stream
+
+  plain, ul2, mixture = (stream.resolve(n) for n in ("code_go", "code_go_ul2", mixtures.mixture_name("unimax_1", "_ul2")))
+  assert (plain.objective, ul2.objective, mixture.objective) == (
+      stream.Objective.CAUSAL, stream.Objective.UL2, stream.Objective.UL2)
+  assert [t.name for t in plain.tasks] == ["code_go"] and len(mixture.tasks) > 1
+  assert stream.feature_lengths(plain, SEQ) == {"targets": SEQ}
+  assert stream.feature_lengths(ul2, SEQ) == {"inputs": SEQ, "targets": SEQ}
+  row = next(stream.packed_rows(stream.examples(ul2, SEQ, "train", shuffle=False, seed=0, num_epochs=1,
+                                                use_cached=False), ul2, SEQ).as_numpy_iterator())
+  assert row["decoder_causal_attention"].any()  # UL2's prefix is read bidirectionally
+
+
 def test_examples_per_pass_is_exact_for_fixed_chunks():
   lengths = ((1, 3), (64, 2), (65, 1), (200, 4))
   assert packing.examples_per_pass(lengths, packing.plain_chunking(64)) == 3 + 2 + 2 + 4 * 4

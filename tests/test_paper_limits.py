@@ -8,10 +8,11 @@ import os
 
 import pytest
 
-from evaluation import execution, score, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import get
-from evaluation.languages.base import RECORD_PREFIX
+from evaluation import score
+from sandbox import execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import get
+from sandbox.renderers.base import RECORD_PREFIX
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "data", "typed_questions.jsonl")

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from data.practical_tasks import Problem
-from evaluation import execution, practical
+from evaluation.practical import score as practical
+from sandbox import execution
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMITS = execution.Limits(timeout_s=10)
@@ -99,8 +100,8 @@ def test_the_rest_of_the_virtualenv_is_invisible():
 
 @needs_sandbox
 def test_the_base_interpreters_third_party_packages_are_hidden():
-  from evaluation.languages import base
-  from evaluation.languages.python import RENDERER as PYTHON
+  from sandbox.renderers import base
+  from sandbox.renderers.python import RENDERER as PYTHON
 
   hidden = PYTHON.toolchain.hidden
   assert any(os.listdir(h) for h in hidden), hidden  # (on this machine they hold packages)

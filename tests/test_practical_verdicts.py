@@ -1,5 +1,5 @@
-"""Practical-task verdicts are decided outside the sandbox (evaluation/assertions.py,
-evaluation/recorded_values.py): the rewrite keeps expected values out of the candidate's program,
+"""Practical-task verdicts are decided outside the sandbox (evaluation/practical/assertions.py,
+sandbox/recorded_values.py): the rewrite keeps expected values out of the candidate's program,
 only plain data crosses the wall, every reference solution of the in-repo set passes, and the
 forgeries that once scored 3/3 (an object equal to everything, "\\r" line breaks smuggling
 module-level code, a frame walk to the harness's record function or nonce, patching builtins.exec)
@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from data.practical_tasks import SMALL_DATASET, Problem, load_problems
-from evaluation import assertions, execution, practical, recorded_values
+from evaluation.practical import assertions, score as practical
+from sandbox import execution, recorded_values
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMITS = execution.Limits(timeout_s=10)

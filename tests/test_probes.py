@@ -18,9 +18,12 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from data.practical_tasks import Problem
-from evaluation import batching, execution, iterative_protocol, practical, score, typed
-from evaluation.iterative_tasks import Example
-from evaluation.languages import MODULES, get
+from evaluation import score
+from evaluation.iterative import protocol as iterative_protocol
+from evaluation.practical import score as practical
+from sandbox import batching, execution, typed
+from evaluation.iterative.tasks import Example
+from sandbox.renderers import MODULES, get
 from evaluation.resumable import Prediction
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -237,7 +240,7 @@ RIGHT = "".join(_line(str(c.idx), json.dumps(c.output)) for c in QUESTIONS[FLOAT
 
 @pytest.mark.parametrize("probe", sorted(RECORD_PROBES))
 def test_the_judge_reads_every_record_probe_as_a_verdict(probe):
-  from evaluation.judge import Status, judge
+  from sandbox.judge import Status, judge
   question = QUESTIONS[FLOAT_QID]
   assert judge(question, _printed(RIGHT)).status is Status.PASSED
   for stdout in (RECORD_PROBES[probe](0) + RIGHT, RIGHT + RECORD_PROBES[probe](1)):
@@ -246,7 +249,7 @@ def test_the_judge_reads_every_record_probe_as_a_verdict(probe):
 
 
 def test_malformed_records_are_named_as_such():
-  from evaluation.judge import MALFORMED, Status, judge
+  from sandbox.judge import MALFORMED, Status, judge
   question = QUESTIONS[FLOAT_QID]
   # (An int past a double for a float: each harness converts to a double first, so none prints it.)
   for payload in ("[" * 5000 + "]" * 5000, "9" * 5000, "{not json", "1" + "0" * 400):
@@ -279,14 +282,14 @@ def test_typed_decode_refuses_what_float_and_repr_cannot_take():
                                   ["ndarray", "<U1000000", [300], [["str", ""]] * 300],
                                   ["ndarray", "V8", [1], [["int", 1]]], ["none", 1], ["lambda", 1]])
 def test_recorded_values_decode_is_total(data):
-  from evaluation import recorded_values
+  from sandbox import recorded_values
   with pytest.raises(recorded_values.MalformedRecord):
     recorded_values.decode(data)
   assert isinstance(recorded_values.loads(json.dumps(data)), recorded_values.Unrecorded)
 
 
 def test_recorded_values_decode_survives_deep_nesting():
-  from evaluation import recorded_values
+  from sandbox import recorded_values
   deep = ["none"]
   for _ in range(5000):
     deep = ["list", [deep]]
@@ -329,7 +332,7 @@ def test_a_form_feed_in_the_indentation_resets_the_column_as_python_does():
 
 
 def test_python_s_parser_cuts_where_tokenize_was_fooled(monkeypatch):
-  from evaluation import practical_program
+  from evaluation.practical import program as practical_program
   # As if the tokenize cut missed the column-0 statement (the next character it reads otherwise).
   monkeypatch.setattr(practical_program, "_end_line", lambda completion: len(practical_program._lines(completion)))
   cut = practical.completion_code(PRACTICAL, "    return 0\n\n@staticmethod\ndef g():\n    pass\n" + SMUGGLED + "\n")

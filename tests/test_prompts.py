@@ -38,7 +38,7 @@ def test_templates_match_the_paper_exactly():
 
 
 def test_humaneval_typed_problems_in_python():
-  from evaluation.languages import get
+  from sandbox.renderers import get
   from evaluation.score import load_benchmark
 
   questions = load_benchmark("humaneval")
@@ -54,7 +54,7 @@ def test_humaneval_typed_problems_in_python():
 
 
 def test_humaneval_in_every_language_with_their_stops():
-  from evaluation.languages import get
+  from sandbox.renderers import get
   from evaluation.score import EVALUATED
 
   records = humaneval_prompts(limit=2, languages=EVALUATED)

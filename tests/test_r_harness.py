@@ -1,4 +1,4 @@
-"""R's compiled harness (evaluation/languages/r.py): programs load the bytecode compiled once on the
+"""R's compiled harness (sandbox/renderers/r.py): programs load the bytecode compiled once on the
 host instead of carrying the harness's source, records are the same either way and still out of a
 completion's reach, and without the cache programs carry the source as before."""
 
@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from evaluation import execution, typed
-from evaluation.judge import Status, judge
-from evaluation.languages import get
-from evaluation.languages import r as r_module
+from sandbox import execution, typed
+from sandbox.judge import Status, judge
+from sandbox.renderers import get
+from sandbox.renderers import r as r_module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}

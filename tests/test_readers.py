@@ -9,7 +9,7 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sample as sample_entry
+from sampling import predictions as predictions_io
 from evaluation import score
 
 QUESTIONS = score.load_benchmark("humaneval")
@@ -50,12 +50,12 @@ def _names_a_line(message: str, path: str, lines: list[bytes]) -> bool:
 def test_prompts_either_load_or_the_error_names_the_line(lines):
   path = _write(lines)
   try:
-    prompts = sample_entry.read_prompts(path)
+    prompts = predictions_io.read_prompts(path)
   except ValueError as error:
     assert _names_a_line(str(error), path, lines), str(error)
   else:
     assert all(isinstance(p["prompt"], str) and isinstance(p["language"], str) and p["language"] for p in prompts)
-    assert len({sample_entry.prompt_key(p) for p in prompts}) == len(prompts)
+    assert len({predictions_io.prompt_key(p) for p in prompts}) == len(prompts)
   finally:
     os.unlink(path)
 
@@ -78,10 +78,10 @@ def test_predictions_load_and_every_refused_line_is_named(lines):
 def test_a_resumed_output_of_any_content_is_read_without_crashing(lines, num_samples):
   path = _write(lines)
   try:
-    complete = sample_entry.completed_prompts(path, num_samples)
+    complete = predictions_io.completed_prompts(path, num_samples)
     kept = [json.loads(line) for line in open(path, "rb")]  # what stays is valid, once each
-    assert {sample_entry.prompt_key(r) for r in kept} == complete
-    assert len({(*sample_entry.prompt_key(r), json.dumps(r["sample_id"])) for r in kept}) == len(kept)
+    assert {predictions_io.prompt_key(r) for r in kept} == complete
+    assert len({(*predictions_io.prompt_key(r), json.dumps(r["sample_id"])) for r in kept}) == len(kept)
   finally:
     os.unlink(path)
 
@@ -131,7 +131,7 @@ def _as_metrics_file(path):
 def _readers(tmp_path):
   """(name, lines of a valid file, read(path) -> something comparable) for each JSONL file read."""
   from evaluation import prompts as prompts_module
-  from evaluation import typed
+  from sandbox import typed
   from experiments import ablation
   from training.metrics import MetricsWriter
 
@@ -146,10 +146,10 @@ def _readers(tmp_path):
                                      "test_code": "", "signature_with_docstring": "def f(x):\n  '''x'''"}).encode()
   metrics = lambda i: json.dumps({"step": i + 1, "loss": 1.0, "validation/Python": 2.0 - i}).encode()
   return [
-      ("prompts", [prompt(0), prompt(1)], lambda p: sample_entry.read_prompts(p)),
+      ("prompts", [prompt(0), prompt(1)], lambda p: predictions_io.read_prompts(p)),
       ("predictions (resume)", [json.dumps({**json.loads(prediction(0)), "qid": "q0"}).encode(),
                                 json.dumps({**json.loads(prediction(1)), "qid": "q0"}).encode()],
-       lambda p: sample_entry.completed_prompts(p, 2)),
+       lambda p: predictions_io.completed_prompts(p, 2)),
       ("predictions (score)", [prediction(0), prediction(1)], lambda p: score.read_predictions(p, QUESTIONS)[0]),
       ("results", [result(0), result(1)], lambda p: score.read_results(p)),
       ("typed questions", question_lines, lambda p: [q.qid for q in typed.read_questions(p)]),

@@ -24,9 +24,9 @@ import time
 
 import pytest
 
-from evaluation import batching, execution, typed
-from evaluation.judge import Case, Status, judge
-from evaluation.languages import MODULES, get
+from sandbox import batching, execution, typed
+from sandbox.judge import Case, Status, judge
+from sandbox.renderers import MODULES, get
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
@@ -178,7 +178,7 @@ def test_every_typed_humaneval_stub_compiles_and_fails(language):
   renderer = renderer_or_skip(language)
   # The fixture questions add what HumanEval lacks: set and int-keyed map inputs, list<optional>.
   questions = list(load_benchmark("humaneval").values()) + list(QUESTIONS.values())
-  # Compiled as the scorer compiles them: in batches (evaluation/batching.py; tests/test_batching.py
+  # Compiled as the scorer compiles them: in batches (sandbox/batching.py; tests/test_batching.py
   # holds batched verdicts equal to those of programs compiled alone), one batch per worker at a time.
   chunks = [questions[i:i + 32] for i in range(0, len(questions), 32)]
 
@@ -198,10 +198,11 @@ def test_every_typed_humaneval_stub_compiles_and_fails(language):
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_stops_are_samplings_and_cut_a_stub_after_the_function(language):
-  from sampling.stops import cut_index, default_stops
+  import languages
+  from sampling.stops import cut_index
 
   renderer = get(language)
-  assert renderer.stop_sequences and default_stops(renderer.display_name) == renderer.stop_sequences
+  assert renderer.stop_sequences and languages.get(renderer.display_name).stops == renderer.stop_sequences
   # A completion that runs on past the function is cut right after the stub's end.
   for question in QUESTIONS.values():
     stub = renderer.stub(question)

@@ -18,13 +18,15 @@ import pytest
 
 import code_corpus
 import sample as sample_entry
+from sampling import predictions as predictions_io
 from model.config import get_config
 from model.transformer import Decoder
 from data import tasks
 from sampling.restore import place_params
 from sampling.rows import completion_of
 from sampling.sampler import Sampler, SamplingConfig
-from sampling.stops import cut_index, default_stops
+import languages
+from sampling.stops import cut_index
 from model.transformer import init_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,11 +82,11 @@ def test_stop_sequences_cut_before_the_stop_even_across_token_boundaries(setup):
   text = "    return x + 1\ndef other(y):\n    pass\n"
   ids = np.asarray(vocabulary.encode(text))
   assert len(ids) > 4 and vocabulary.decode(ids.tolist()) == text
-  completion = completion_of(vocabulary, ids, len(ids), [-1], default_stops("Python"))
+  completion = completion_of(vocabulary, ids, len(ids), [-1], languages.get("Python").stops)
   assert completion.text == "    return x + 1" and completion.finish_reason == "stop"
   assert vocabulary.decode(ids[:completion.num_tokens].tolist()).startswith(completion.text)
   # Brace languages keep the closing brace.
-  assert cut_index("  return 1;\n}\nint g() {", default_stops("Java")) == len("  return 1;\n}")
+  assert cut_index("  return 1;\n}\nint g() {", languages.get("Java").stops) == len("  return 1;\n}")
   assert cut_index("no stop here", ["\ndef "]) == -1
 
 
@@ -92,10 +94,10 @@ def test_prompt_files_errors_name_the_line(tmp_path):
   path = tmp_path / "prompts.jsonl"
   path.write_text('{"qid": "a", "language": "Python", "prompt": "x"}\n{"qid": "b", "language": "Python"\n')
   with pytest.raises(ValueError, match=r"prompts.jsonl:2: not valid JSON"):
-    sample_entry.read_prompts(str(path))
+    predictions_io.read_prompts(str(path))
   path.write_text('{"qid": "a", "language": "Python"}\n')
   with pytest.raises(ValueError, match=r":1: .*missing \['prompt'\]"):
-    sample_entry.read_prompts(str(path))
+    predictions_io.read_prompts(str(path))
 
 
 def test_long_prompts_keep_their_end(setup):
@@ -286,7 +288,7 @@ def test_an_output_written_twice_over_is_repaired_on_resume(tmp_path):
   lines = [json.dumps({"qid": q, "language": "Python", "sample_id": s, "code": ""}) + "\n"
            for q in ("a", "b") for s in range(2)]
   output.write_text("".join(lines + lines[:3]))  # "a" twice over, "b" with one sample repeated
-  assert sample_entry.completed_prompts(str(output), 2) == {("a", "Python"), ("b", "Python")}
+  assert predictions_io.completed_prompts(str(output), 2) == {("a", "Python"), ("b", "Python")}
   assert output.read_text() == "".join(lines)
 
 

@@ -7,9 +7,10 @@ import os
 
 import pytest
 
-from evaluation import execution, score
-from evaluation.judge import Status
-from evaluation.languages import get
+from evaluation import score
+from sandbox import execution
+from sandbox.judge import Status
+from sandbox.renderers import get
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "data", "typed_questions.jsonl")

@@ -2,8 +2,9 @@
 
 import pytest
 
-from evaluation import execution, selfcheck
-from evaluation.languages import get
+from evaluation import selfcheck
+from sandbox import execution
+from sandbox.renderers import get
 from evaluation.score import load_benchmark
 
 

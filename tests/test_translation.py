@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from evaluation import execution, prompts, score, typed
-from evaluation.languages import MODULES, get
+from evaluation import prompts, score
+from sandbox import execution, typed
+from sandbox.renderers import MODULES, get
 
 QUESTIONS = score.load_benchmark("humaneval")
 QUESTION = QUESTIONS["HumanEval/0"]

@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding
 
 import storage
 from data.batches import TrainBatches, validation_batches
-from data.languages import LANGUAGES
+from languages import LANGUAGES
 from data.mixtures import MixturePlan, display_name, mixture_name, register_corpus
 from data.practical_tasks import TASK_NAME, register_task
 from data.vocab import get_vocabulary

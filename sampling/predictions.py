@@ -1,0 +1,157 @@
+"""The files sample.py reads and writes: the prompts JSONL (checked whole before any sampling), the
+predictions JSONL (what a resumed run finds complete), and the end-of-run summary beside it.
+
+Prompts: `qid`, `language`, `prompt`, optional `stop` (a list of strings; default: the language's,
+languages.py); other fields pass through. A (qid, language) pair is one prompt: BabelCode reuses qids
+across languages. Predictions: one line per sample with `qid`, `language`, `sample_id`, `code`,
+`finish_reason` (stop / eos / length), `num_tokens`, the passed-through fields, and
+`prompt_truncated: true` on the samples of a prompt cut by --truncate_prompts.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import zlib
+
+import languages
+import storage
+from sampling.prompt_fit import EncodedPrompts
+from storage import parse_line, read_jsonl
+
+
+def read_prompts(path: str) -> list[dict]:
+  """Parsed prompt records, all checked before any sampling: a line that is not UTF-8 or JSON, a
+  field of the wrong type or a second prompt for one (qid, language) is an error naming file:line."""
+  prompts, first_line = [], {}
+  for number, record in read_jsonl(path):
+    where = f"{path}:{number}"
+    missing = [k for k in ("qid", "language", "prompt") if k not in record]
+    if missing:
+      raise ValueError(f"{where}: a prompt needs qid, language and prompt; missing {missing}")
+    if isinstance(record["qid"], bool) or not isinstance(record["qid"], (str, int)):
+      raise ValueError(f"{where}: qid must be a string or an integer, got {json.dumps(record['qid'])[:40]}")
+    if not isinstance(record["language"], str) or not record["language"]:
+      raise ValueError(f"{where}: language must be a non-empty string, got {json.dumps(record['language'])[:40]}")
+    if not isinstance(record["prompt"], str):
+      raise ValueError(f"{where}: prompt must be a string, got {type(record['prompt']).__name__}")
+    if "stop" in record and not (isinstance(record["stop"], list) and all(isinstance(s, str) for s in record["stop"])):
+      raise ValueError(f"{where}: stop must be a list of strings")
+    if "stop" not in record:  # its stops are its language's: a name no language answers to is refused here
+      try:
+        languages.get(record["language"])
+      except ValueError as error:
+        raise ValueError(f"{where}: {error}; a prompt in another language needs its own `stop` list") from None
+    key = prompt_key(record)
+    if key in first_line:
+      raise ValueError(f"{where}: a second prompt for qid {key[0]!r} in {key[1]} (the first is on line "
+                       f"{first_line[key]}); each (qid, language) is one prompt")
+    first_line[key] = number
+    prompts.append(record)
+  return prompts
+
+
+def prompt_key(record: dict) -> tuple[str, str]:
+  """What identifies a prompt: BabelCode reuses a qid across languages."""
+  return str(record["qid"]), str(record["language"])
+
+
+def completed_prompts(path: str, num_samples: int) -> set[tuple[str, str]]:
+  """(qid, language) pairs with all their samples in `path`. A run killed mid-write can leave a torn
+  last line or part of a prompt's samples, and a file written twice over (before runs took a lock)
+  holds some samples twice: those lines are dropped (the file rewritten atomically) so that every
+  (qid, language, sample_id) appears exactly once and incomplete prompts are redone."""
+  if not storage.exists(path):
+    return set()
+  records, total = [], 0
+  data = storage.read_bytes(path)
+  for line in storage.jsonl_lines(data):  # the torn last line too: it is dropped below
+    total += 1
+    try:
+      record = parse_line(line, path)
+      key = (*prompt_key(record), record["sample_id"])
+      hash(key)
+    except (ValueError, KeyError, TypeError):
+      continue
+    records.append((line if line.endswith(b"\n") else line + b"\n", record, key))
+  seen, unique = set(), []
+  for line, record, key in records:
+    if key not in seen:
+      seen.add(key)
+      unique.append((line, record))
+  counts: dict[tuple[str, str], int] = {}
+  for _, record in unique:
+    counts[prompt_key(record)] = counts.get(prompt_key(record), 0) + 1
+  complete = {key for key, n in counts.items() if n >= num_samples}
+  kept = [line for line, record in unique if prompt_key(record) in complete]
+  if len(kept) != total or not data.endswith(b"\n") and data:
+    storage.write_atomic(path, b"".join(kept))
+  return complete
+
+
+def prompt_seed_id(record: dict) -> int:
+  """A stable 32-bit id of a prompt's (qid, language): with --seed, what its samples are drawn from."""
+  return zlib.crc32(json.dumps(prompt_key(record)).encode())
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionsSummary:
+  """What a predictions file holds, counted from its records (a resumed run's earlier ones too)."""
+
+  prompts: int
+  samples: int
+  truncated_prompts: int  # prompts whose records say prompt_truncated
+  truncated_samples: int
+  finish_reasons: dict[str, int]  # stop / eos / length: samples of each
+
+  def to_json(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def summarize(output: str) -> PredictionsSummary:
+  prompts, truncated, reasons, samples, truncated_samples = set(), set(), collections.Counter(), 0, 0
+  for line in storage.jsonl_lines(storage.read_bytes(output)) if storage.exists(output) else []:
+    try:
+      record = parse_line(line, output)
+      key = prompt_key(record)
+    except (ValueError, KeyError, TypeError):
+      continue  # what completed_prompts drops on a resume
+    prompts.add(key)
+    samples += 1
+    reasons[str(record.get("finish_reason"))] += 1
+    if record.get("prompt_truncated"):
+      truncated.add(key)
+      truncated_samples += 1
+  return PredictionsSummary(len(prompts), samples, len(truncated), truncated_samples, dict(sorted(reasons.items())))
+
+
+def report(output: str, summary: PredictionsSummary, encoded: EncodedPrompts, truncate_prompts: bool) -> None:
+  """The counts that change what a score means, printed last and written to OUTPUT.summary.json."""
+  path = f"{output}.summary.json"
+  storage.write_atomic(path, json.dumps({
+      "predictions": output, **summary.to_json(), "context": encoded.context,
+      "max_decode_length": encoded.max_decode_length, "prompt_room": encoded.room,
+      "truncate_prompts": truncate_prompts}, indent=1) + "\n")
+  reasons = ", ".join(f"{reason} {count}" for reason, count in summary.finish_reasons.items()) or "none"
+  print(f"{output}: {summary.prompts} prompts, {summary.samples} samples (finish_reason: {reasons})", flush=True)
+  if summary.truncated_prompts:
+    print(f"warning: {summary.truncated_prompts} of {summary.prompts} prompts were truncated to their last "
+          f"{encoded.room} tokens (--truncate_prompts; {summary.truncated_samples} samples, marked "
+          "prompt_truncated): their scores are not those of the whole prompts", flush=True)
+  length = summary.finish_reasons.get("length", 0)
+  if length:
+    print(f"warning: {length} of {summary.samples} completions were cut at --max_decode_length "
+          f"{encoded.max_decode_length} (finish_reason length)", flush=True)
+  print(f"summary: {path}", flush=True)
+
+
+def show_samples(predictions: str, prompts: dict, per_prompt: int) -> None:
+  shown: dict = {}
+  for _, record in read_jsonl(predictions):
+    key = prompt_key(record)
+    if key in prompts and shown.get(key, 0) < per_prompt:
+      shown[key] = shown.get(key, 0) + 1
+      print(f"\n=== {key[0]} ({key[1]}) sample {record['sample_id']} ({record['finish_reason']}, "
+            f"{record['num_tokens']} tokens)")
+      print(prompts[key] + record["code"])

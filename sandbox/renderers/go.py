@@ -1,0 +1,441 @@
+"""Go: `package main`, an import block of the packages a solution commonly needs, and a function with
+the description as `//` comment lines above it.
+
+Types: bool -> bool, int -> int (64-bit on amd64), float -> float64, string -> string, list -> []T,
+set -> map[T]bool (the keys whose value is true), map -> map[K]V, optional -> *T (nil when absent),
+tuple -> multiple results when it is the return type, else [N]T when its items share a type and an
+anonymous struct otherwise. A nil slice or map is an empty one, as Go code treats it.
+
+Go rejects unused imports, so the solution's file ends with `var _ = fmt.Sprint`-style uses of each
+prompt import, and the harness is a second file of the package with its own imports: neither depends
+on what the completion uses. A body cannot import, so the program also imports any other standard
+package the completion names (`md5.Sum` -> crypto/md5; EXTRA_IMPORTS), with such a use too. The prompt ends after the function's opening brace; a completion is the
+body and the closing brace at column 0, where it is cut (`stop_sequences`).
+
+Built with the Go toolchain's own compiler and linker (`go tool compile` + `go tool link` against
+the standard library archives Go 1.19 ships in $GOROOT/pkg): about 0.1 s less per program than
+`go run` or `go build`, whose start-up and cache bookkeeping dominate a one-file program. Where the
+archives are missing (Go >= 1.20) it falls back to `go run`, which was faster than `go build`.
+
+Batched (sandbox/batching.py; only with the direct compiler, never with `go run`): most of a
+program's ~0.15 CPU s is compiling the harness (~0.09 s: reflection, generics) and linking (~0.05
+s); its own main.go takes a few ms. So one sandbox runs `build.sh`, which compiles the harness once
+as package "codelm", then each member k as a package of its own, import path codelm/m<k>, in its own
+compiler process, in m<k>/: its program's main.go, unchanged (`package main`: a package's name
+need not match its path, so `%T` still says main.T), and a cases file whose closures make the calls
+its harness makes alone; then a dispatcher main that imports them all, linked once. `./main k` runs
+member k's closures through the harness's Main, in member k's own sandbox (30 programs: ~0.5 CPU s
+for the build, against ~0.15 s each alone). A build with per-member reports: member k's status and
+diagnostics (m<k>/status, m<k>/diagnostics) are its own compiler's, which saw only its own files
+and the standard library, in the same file names as alone, so the same messages; a member that
+compiled gets its status only once the binary is linked (no status: compiled alone).
+A Go package reaches another only through an import, which a function body cannot make, and each
+member's package holds, at package level, only its prompt's imports, blank uses of them, its
+function and its cases, so nothing of a member runs before the dispatcher calls it (no init, no
+initialised variable but function values). A completion joins only when (`batchable`, on the code
+with comments and literals blanked, raw strings included):
+- it is the rest of its function and nothing more (its braces close the function exactly at its
+  end): no init(), variable, or method at package level;
+- no comment is a compiler directive (//go:linkname would bind a name to any symbol of the binary,
+  //line would move positions, //export and //extern are cgo's; anything shaped `//word:x`);
+- it names nothing that only one of its two programs declares: `main` (the harness's alone) or a
+  name starting with codelm (the harness's alone, CodelmCases in a build), any case; its function
+  is not named like a package that only the harness alone imports (fmt, os, reflect, utf16, ...);
+- it names none of the packages through which a program could tell its build from itself alone:
+  runtime (function names, Caller, stacks, MemStats), reflect (PkgPath is codelm/m<k>), unsafe
+  (memory), os, syscall, os/exec and path/filepath (the box's files, /proc/self, argv; the build's
+  box has no main.a). Identifiers are ASCII.
+What still differs is not a verdict's input: the text of an unrecovered panic's stack trace
+(codelm/m3.f instead of main.f; the file paths are the same through -trimpath), goroutine
+numbers, and the addresses of code and data, which a completion can print but whose value no
+expected output holds. The packages every member imports are initialised in every run: the
+standard library's, whose init only fills tables of their own.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+
+from sandbox.renderers import base, go_harness, lexing, literals
+from sandbox.typed import Question, Type, default_value
+
+GO = next((p for p in ("/usr/lib/go-1.19/bin/go", "/usr/bin/go") if os.path.exists(p)),
+          "/usr/lib/go-1.19/bin/go")
+GOROOT = os.path.dirname(os.path.dirname(os.path.realpath(GO)))
+_TOOLS = os.path.join(GOROOT, "pkg", "tool", "linux_amd64")
+COMPILE, LINK = os.path.join(_TOOLS, "compile"), os.path.join(_TOOLS, "link")
+# The standard library precompiled for the direct compiler (absent from Go 1.20 on).
+DIRECT = os.path.exists(os.path.join(GOROOT, "pkg", "linux_amd64", "fmt.a"))
+
+# The prompt's imports, and one use of each so an unused import does not fail the build.
+IMPORTS = {"fmt": "fmt.Sprint", "math": "math.Abs", "sort": "sort.Ints", "strconv": "strconv.Itoa",
+           "strings": "strings.Split", "unicode": "unicode.IsUpper"}
+
+# Other standard packages a completion may name (`md5.Sum(...)`): the program imports each one the
+# completion mentions, with a use like the prompt's, so a false match (a variable called `list`)
+# cannot leave an unused import. The prompt cannot show them, since a body cannot import.
+EXTRA_IMPORTS = {
+    "big": ("math/big", "big.NewInt"), "bits": ("math/bits", "bits.Len"),
+    "cmplx": ("math/cmplx", "cmplx.Abs"), "rand": ("math/rand", "rand.Intn"),
+    "bytes": ("bytes", "bytes.Compare"), "regexp": ("regexp", "regexp.MustCompile"),
+    "errors": ("errors", "errors.New"), "utf8": ("unicode/utf8", "utf8.RuneLen"),
+    "utf16": ("unicode/utf16", "utf16.Encode"), "md5": ("crypto/md5", "md5.Sum"),
+    "sha1": ("crypto/sha1", "sha1.Sum"), "sha256": ("crypto/sha256", "sha256.Sum256"),
+    "hex": ("encoding/hex", "hex.EncodeToString"), "base64": ("encoding/base64", "base64.NewEncoding"),
+    "binary": ("encoding/binary", "binary.Size"), "json": ("encoding/json", "json.Marshal"),
+    "heap": ("container/heap", "heap.Init"), "list": ("container/list", "list.New"),
+    "ring": ("container/ring", "ring.New"), "reflect": ("reflect", "reflect.TypeOf"),
+    "sync": ("sync", "sync.NewCond"), "atomic": ("sync/atomic", "atomic.AddInt64"),
+    "time": ("time", "time.Now"), "os": ("os", "os.Exit"), "io": ("io", "io.ReadAll"),
+    "bufio": ("bufio", "bufio.NewReader"), "exec": ("os/exec", "exec.Command"),
+    "syscall": ("syscall", "syscall.Getpid"), "net": ("net", "net.Dial"),
+    "runtime": ("runtime", "runtime.GC"), "path": ("path", "path.Join"),
+    "filepath": ("path/filepath", "filepath.Join"), "unsafe": ("unsafe", "unsafe.Sizeof(0)"),
+}
+
+# Every program's environment (and a shared build's).
+ENV = {"GOCACHE": "/box/.cache", "GOROOT": GOROOT, "GO111MODULE": "off", "CGO_ENABLED": "0",
+       "GOTOOLCHAIN": "local", "GOFLAGS": ""}
+
+RESERVED = frozenset("""
+break case chan const continue default defer else fallthrough for func go goto if import interface
+map package range return select struct switch type var
+bool byte complex64 complex128 error float32 float64 int int8 int16 int32 int64 rune string uint
+uint8 uint16 uint32 uint64 uintptr true false iota nil any comparable
+append cap clear close complex copy delete imag len make max min new panic print println real
+recover main init
+""".split()) | set(IMPORTS)
+
+
+def _homogeneous(t: Type) -> bool:
+  return all(a == t.args[0] for a in t.args)
+
+
+def type_name(t: Type) -> str:
+  scalar = {"bool": "bool", "int": "int", "float": "float64", "string": "string"}
+  if t.name in scalar:
+    return scalar[t.name]
+  if t.name == "list":
+    return f"[]{type_name(t.element)}"
+  if t.name == "set":
+    return f"map[{type_name(t.element)}]bool"
+  if t.name == "map":
+    return f"map[{type_name(t.args[0])}]{type_name(t.args[1])}"
+  if t.name == "optional":
+    return f"*{type_name(t.element)}"
+  if t.name == "tuple":
+    if _homogeneous(t):
+      return f"[{len(t.args)}]{type_name(t.args[0])}"
+    return "struct{ " + "; ".join(f"F{i} {type_name(a)}" for i, a in enumerate(t.args)) + " }"
+  raise AssertionError(t)
+
+
+def result_types(t: Type) -> str:
+  """The function's result list: a tuple return is Go's multiple results."""
+  if t.name == "tuple":
+    return "(" + ", ".join(type_name(a) for a in t.args) + ")"
+  return type_name(t)
+
+
+def string_literal(text: str) -> str:
+  """A Go interpreted string literal in plain ASCII."""
+  return '"' + literals.escape(text, _numeric_escape, named=literals.NEWLINE_TAB_RETURN) + '"'
+
+
+def _numeric_escape(code: int) -> str:
+  if code < 0x80:
+    return f"\\x{code:02x}"
+  if 0xD800 <= code <= 0xDFFF:  # a lone surrogate has no UTF-8 form: Go's replacement char
+    return "\\uFFFD"
+  return f"\\U{code:08x}"
+
+
+def literal(t: Type, value) -> str:
+  """A Go expression of exactly `type_name(t)` (for the harness file, which imports math)."""
+  name = t.name
+  if name == "bool":
+    return "true" if value else "false"
+  if name == "int":
+    return str(value)
+  if name == "float":
+    if math.isnan(value):
+      return "math.NaN()"
+    if math.isinf(value):
+      return "math.Inf(1)" if value > 0 else "math.Inf(-1)"
+    if value == 0 and math.copysign(1.0, value) < 0:  # Go constants have no negative zero
+      return "math.Copysign(0, -1)"
+    return f"float64({float(value)!r})"
+  if name == "string":
+    return string_literal(value)
+  if name == "optional":
+    return f"(*{type_name(t.element)})(nil)" if value is None else f"codelmPointer({literal(t.element, value)})"
+  if name == "list":
+    return f"{type_name(t)}{{{', '.join(literal(t.element, v) for v in value)}}}"
+  if name == "set":
+    return f"{type_name(t)}{{{', '.join(f'{literal(t.element, v)}: true' for v in sorted(value))}}}"
+  if name == "map":
+    pairs = ", ".join(f"{literal(t.args[0], k)}: {literal(t.args[1], v)}" for k, v in value.items())
+    return f"{type_name(t)}{{{pairs}}}"
+  if name == "tuple":
+    return f"{type_name(t)}{{{', '.join(literal(a, v) for a, v in zip(t.args, value))}}}"
+  raise AssertionError(t)
+
+
+def zero_literal(t: Type) -> str:
+  """The return type's default in the solution's file (no harness helpers there)."""
+  if t.name == "optional":
+    return "nil"
+  if t.name == "float":
+    return "0.0"
+  if t.name == "tuple":
+    return type_name(t) + "{}"
+  return literal(t, default_value(t))
+
+
+def type_tree(t: Type) -> str:
+  """The type as the harness's codelmType value."""
+  args = ", ".join(type_tree(a) for a in t.args)
+  return f'codelmType{{"{t.name}", []codelmType{{{args}}}}}'
+
+
+def doc_comment(description: str) -> str:
+  return "".join(f"// {line}".rstrip() + "\n" for line in base.doc_lines(description))
+
+
+# ---- batched compilation (module docstring) ----
+
+# The harness's helpers and the first lines of its `main` (which the calls follow, alone).
+_HELPERS, _, _MAIN_HEAD = go_harness.HARNESS.partition("func main() {\n")
+assert _MAIN_HEAD and _HELPERS.startswith("package main\n")
+# The packages the harness file imports: alone, a function of one of those names clashes with them.
+_HARNESS_PACKAGES = frozenset(path.rsplit("/", 1)[-1] for path in
+                              re.findall(r'^\t"([\w/]+)"$', _HELPERS.split(")", 1)[0], re.MULTILINE))
+# What a member's code (comments and literals blanked) may not name: `main` (alone, the harness's
+# main; not declared in a member's package), and packages through which a program could observe
+# its build (module docstring).
+REFUSED_WORDS = ("main", "os", "syscall", "exec", "runtime", "reflect", "unsafe", "filepath")
+REFUSED_TEXT = re.compile(r"(?<!\w)codelm", re.IGNORECASE)
+# Comments the compiler reads: //line and /*line (positions), //go: (pragmas: go:linkname binds a
+# name to any symbol of the binary), cgo's //export and //extern, and anything shaped like a
+# directive (`//word:x`).
+_DIRECTIVE = re.compile(r"(?:line|export|extern)\b|[a-z0-9_]+:\S")
+
+
+def code_only(text: str) -> str | None:
+  """`text` with every comment replaced by one space and every string, rune and raw-string literal
+  by "#" (not blank: a literal after the function's closing brace is text outside it, which
+  lexing.closes_body then refuses; not a word character either). Go's raw strings are backquoted
+  and hold any character but a backquote, newlines included. None when unsure: a NUL, an
+  unterminated comment or literal, a newline in an interpreted literal, or a comment that the
+  compiler may read as a directive."""
+  if "\0" in text:
+    return None
+  out: list[str] = []
+  i, n = 0, len(text)
+  while i < n:
+    c = text[i]
+    if text.startswith("//", i):
+      if _DIRECTIVE.match(text, i + 2):
+        return None
+      end = text.find("\n", i)
+      i, blank = (n if end < 0 else end), " "
+    elif text.startswith("/*", i):
+      end = text.find("*/", i + 2)
+      if end < 0 or _DIRECTIVE.match(text, i + 2):
+        return None
+      i, blank = end + 2, " "
+    elif c == "`":
+      end = text.find("`", i + 1)
+      if end < 0:
+        return None
+      i, blank = end + 1, "#"
+    elif c in "\"'":
+      j = i + 1
+      while j < n and text[j] != c:
+        if text[j] == "\n" or text.startswith("\\\n", j):
+          return None
+        j += 2 if text[j] == "\\" else 1
+      if j >= n:
+        return None
+      i, blank = j + 1, "#"
+    else:
+      out.append(c)
+      i += 1
+      continue
+    out.append(blank)
+  return "".join(out)
+
+
+def _harness_package() -> str:
+  """The harness's helpers as package codelm (import path "codelm"), compiled once per build, with
+  what the dispatcher calls: Tree (a type tree: codelmType's fields are unexported) and Main (the
+  harness's main for one member: its cases come as closures from the member's package)."""
+  return _HELPERS.replace("package main\n", "package codelm\n", 1) + r"""
+// Tree: a type tree, as a program alone writes it (codelmType{name, []codelmType{args...}}).
+func Tree(name string, args ...codelmType) codelmType {
+	return codelmType{name, args}
+}
+
+// Main: main of a program alone, its calls as closures (calls[i] is the case indices[i]: the
+// function's results); each runs and is encoded in codelmRun's goroutine, as alone.
+func Main(returnType codelmType, indices []int, calls []func() []interface{}) {
+""" + _MAIN_HEAD + r"""	for i := range calls {
+		call := calls[i]
+		codelmRun(out, indices[i], func() string {
+			return codelmEncode(returnType, call()...)
+		})
+	}
+}
+"""
+
+
+def _tree(t: Type) -> str:
+  """The type's tree as the dispatcher builds it (codelm.Tree)."""
+  return f'codelm.Tree("{t.name}"' + "".join(", " + _tree(a) for a in t.args) + ")"
+
+
+# The harness's codelmPointer, which the literals of a member's cases use (in its own package).
+_POINTER = re.search(r"^func codelmPointer\b.*\n", _HELPERS, re.MULTILINE).group()
+# The package of a member whose own failed to compile: the dispatcher imports every member's.
+_STUB = "package main\n\nfunc CodelmCases() []func() []interface{} { return nil }\n"
+
+
+def _dispatcher(questions: Sequence[Question]) -> str:
+  """The build's main package: `./main k` runs member k's cases through the harness's Main, with
+  os.Args as its program alone has them (["./main"]); any other argument runs nothing. Before that
+  no code of a member runs: their packages declare only functions and blank variables."""
+  imports = "".join(f'\tm{k} "codelm/m{k}"\n' for k in range(len(questions)))
+  cases = "".join(f'\tcase "{k}":\n\t\tcodelm.Main({_tree(q.return_type)}, '
+                  f'[]int{{{", ".join(str(c.idx) for c in q.test_cases)}}}, m{k}.CodelmCases())\n'
+                  for k, q in enumerate(questions))
+  return (f'package main\n\nimport (\n\t"codelm"\n\t"os"\n\n{imports})\n\nfunc main() {{\n'
+          "\tif len(os.Args) != 2 {\n\t\tos.Exit(2)\n\t}\n\tmember := os.Args[1]\n\tos.Args = os.Args[:1]\n"
+          f"\tswitch member {{\n{cases}\tdefault:\n\t\tos.Exit(2)\n\t}}\n}}\n")
+
+
+# The build's compilers and linker: DWARF is not written (`link -s -w` drops it alone too) and the
+# heap is collected only near 512 MiB (a compiler process lives ~10 ms): 30 members' packages,
+# 0.58 -> 0.44 CPU s. The heap then peaks near the larger of 512 MiB and what is live, where a
+# compile alone (GOGC=100) peaks at twice what is live: under the 2 GiB address-space cap a member's
+# compile runs out of memory only where its program's alone would.
+BUILD_FLAGS = ("-dwarf=false",)
+BUILD_ENV = {**ENV, "GOGC": "off", "GOMEMLIMIT": "512MiB"}
+
+
+def _build_script(size: int) -> str:
+  """The build's one step (module docstring). Member k compiles in m<k>/ as its program alone does
+  in the box (the same main.go, so the same diagnostics); its status is written at once when it
+  fails, and only once the binary is linked when it compiled (a member with no status is compiled
+  alone by sandbox/batching.py)."""
+  flags = " ".join(BUILD_FLAGS)
+  return f"""compile="{COMPILE}"
+link="{LINK}"
+mkdir -p pkg/codelm
+"$compile" -p codelm -complete {flags} -o pkg/codelm.a codelm_harness.go || exit 1
+built=()
+for ((k = 0; k < {size}; k++)); do
+  if (cd "m$k" && exec "$compile" -p "codelm/m$k" -complete {flags} -trimpath "$PWD=>/box" \\
+        -o "/box/pkg/codelm/m$k.a" main.go codelm_cases.go) >"m$k/diagnostics" 2>&1; then
+    built+=("$k")
+  else
+    echo "$?" >"m$k/status"
+    "$compile" -p "codelm/m$k" -complete {flags} -o "pkg/codelm/m$k.a" codelm_stub.go || exit 1
+  fi
+done
+"$compile" -p main -complete {flags} -I pkg -o main.a codelm_dispatch.go || exit 1
+"$link" -s -w -L pkg -o main main.a || exit 1
+for k in "${{built[@]}}"; do echo 0 >"m$k/status"; done
+"""
+
+
+class Go(base.Renderer):
+  name = "go"
+  display_name = "Go"
+  toolchain = base.Toolchain(binaries=(GO, COMPILE, LINK) if DIRECT else (GO,),
+                             version_command=(GO, "version"), read_only=())
+  naming = staticmethod(base.camel_case)
+  reserved = RESERVED
+
+  def signature_with_docstring(self, question: Question) -> str:
+    return self._source_head(question, ())
+
+  def _source_head(self, question: Question, extra_imports: Sequence[str]) -> str:
+    imports = "".join(f'\t"{path}"\n' for path in (*IMPORTS, *extra_imports))
+    params = ", ".join(f"{n} {type_name(p.type)}" for n, p in zip(self.params(question), question.params))
+    return (f"package main\n\nimport (\n{imports})\n\n" + doc_comment(question.description) +
+            f"func {self.function_name(question)}({params}) {result_types(question.return_type)} {{\n")
+
+  def stub(self, question: Question) -> str:
+    t = question.return_type
+    values = [zero_literal(a) for a in t.args] if t.name == "tuple" else [zero_literal(t)]
+    return f"\treturn {', '.join(values)}\n}}"
+
+  def program(self, question: Question, completion: str) -> base.Program:
+    extra = [name for name in EXTRA_IMPORTS if re.search(rf"(?<![\w.]){name}\.", completion)]
+    uses = "".join(f"var _ = {use}\n" for use in (*IMPORTS.values(), *(EXTRA_IMPORTS[n][1] for n in extra)))
+    solution = (self._source_head(question, [EXTRA_IMPORTS[n][0] for n in extra]) + completion +
+                "\n\n" + uses)
+    harness = go_harness.HARNESS + self._calls(question) + "}\n"
+    files = {"main.go": solution, "codelm_harness.go": harness}
+    env = dict(ENV)
+    if DIRECT:
+      return base.Program(
+          files=files, env=env, run=("./main",),
+          compile=((COMPILE, "-p", "main", "-complete", "-o", "main.a", "main.go", "codelm_harness.go"),
+                   (LINK, "-s", "-w", "-o", "main", "main.a")))
+    return base.Program(files=files, env=env, run=(GO, "run", "main.go", "codelm_harness.go"))
+
+  def batchable(self, question: Question, completion: str) -> bool:
+    """Module docstring: the rest of its function and nothing more, no directive, nothing named
+    that only one of the two programs declares, no package through which it could see its build."""
+    name = self.function_name(question)
+    if not DIRECT or name in _HARNESS_PACKAGES or REFUSED_TEXT.match(name):
+      return False
+    code = code_only(completion)
+    return (code is not None and code.isascii() and lexing.closes_body(code)
+            and not REFUSED_TEXT.search(code) and not lexing.has_word(code, REFUSED_WORDS))
+
+  def build(self, jobs) -> base.Build:
+    """One sandbox: the harness package, then each member's package compiled on its own in m<k>/
+    (its program's main.go and its cases), then a dispatcher, linked once (module docstring)."""
+    files = {"build.sh": _build_script(len(jobs)), "codelm_harness.go": _harness_package(),
+             "codelm_stub.go": _STUB, "codelm_dispatch.go": _dispatcher([q for q, _ in jobs])}
+    runs = []
+    for k, (question, completion) in enumerate(jobs):
+      alone = self.program(question, completion)
+      files[f"m{k}/main.go"] = alone.files["main.go"]
+      files[f"m{k}/codelm_cases.go"] = self._cases(question)
+      runs.append(base.Program(files=alone.files, env=alone.env, run=("./main", str(k)),
+                               artefacts={"main": "main"}))
+    return base.Build(files=files, compile=(("/bin/bash", "build.sh"),), runs=tuple(runs), env=BUILD_ENV,
+                      reports=tuple((f"m{k}/status", f"m{k}/diagnostics") for k in range(len(jobs))))
+
+  def _cases(self, question: Question) -> str:
+    """A member's second file: its calls, as the harness's `main` makes them alone, as closures that
+    return the function's results (the harness's Main runs them), and the harness's codelmPointer,
+    which the literals use."""
+    name, results = self.function_name(question), self._results(question)
+    calls = "".join(f"\t\tfunc() []interface{{}} {{\n\t\t\t{results} := {name}({args})\n"
+                    f"\t\t\treturn []interface{{}}{{{results}}}\n\t\t}},\n"
+                    for _, args in base.render_cases(question, literal))
+    return (f'package main\n\nimport "math"\n\nvar _ = math.Inf\n\n{_POINTER}\n'
+            "func CodelmCases() []func() []interface{} {\n"
+            f"\treturn []func() []interface{{}}{{\n{calls}\t}}\n}}\n")
+
+  def _results(self, question: Question) -> str:
+    t = question.return_type
+    return ", ".join(f"r{i}" for i in range(len(t.args))) if t.name == "tuple" else "r0"
+
+  def _calls(self, question: Question) -> str:
+    """The harness's `main` after its first lines: the return type's tree, one codelmRun per case."""
+    name, results = self.function_name(question), self._results(question)
+    return f"\treturnType := {type_tree(question.return_type)}\n" + "".join(
+        f"\tcodelmRun(out, {idx}, func() string {{\n\t\t{results} := {name}({args})\n"
+        f"\t\treturn codelmEncode(returnType, {results})\n\t}})\n"
+        for idx, args in base.render_cases(question, literal))
+
+
+RENDERER = Go()
