@@ -192,3 +192,75 @@ def test_benchmarks_and_the_sandbox_stay_on_their_side_of_the_seams():
       benchmark_of(name) for name in graph}
   violations = boundary_violations(graph)
   assert not violations, "\n".join(violations)
+
+
+def module_names(path: str) -> set[str] | None:
+  """The names a module binds at its top level (definitions, assignments, imports, at any depth of
+  if / try / with / for blocks, never inside a function or class); None when it star-imports or
+  defines __getattr__ (its names cannot be read from the source)."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), path)
+  names: set[str] = set()
+
+  def bind(target: ast.AST) -> None:
+    for node in ast.walk(target):
+      if isinstance(node, ast.Name):
+        names.add(node.id)
+
+  def visit(body) -> bool:
+    for node in body:
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        names.add(node.name)
+      elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+          if alias.name == "*":
+            return False
+          names.add(alias.asname or alias.name.partition(".")[0])
+      elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        for target in getattr(node, "targets", [getattr(node, "target", None)]):
+          bind(target)
+      elif isinstance(node, (ast.For, ast.With)):
+        bind(node.target if isinstance(node, ast.For) else ast.Tuple([i.optional_vars for i in node.items
+                                                                       if i.optional_vars], ast.Load()))
+      for block in ("body", "orelse", "finalbody", "handlers"):
+        if isinstance(node, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.ExceptHandler)) and \
+            hasattr(node, block) and not visit(getattr(node, block)):
+          return False
+    return True
+
+  return names if visit(tree.body) and "__getattr__" not in names else None
+
+
+def missing_names(importer: str, path: str, modules: dict[str, str]) -> list[str]:
+  """`from PROJECT_MODULE import NAME` lines of `path` whose NAME the module neither binds nor has as a
+  submodule (a refactor that moved NAME elsewhere and missed a caller: an ImportError at run time)."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), path)
+  found = []
+  for node in _executed(tree):
+    if not isinstance(node, ast.ImportFrom) or node.level or node.module not in modules:
+      continue
+    bound = module_names(modules[node.module])
+    if bound is None:
+      continue
+    for alias in node.names:
+      if alias.name not in bound and f"{node.module}.{alias.name}" not in modules:
+        found.append(f"{importer}:{node.lineno}: from {node.module} import {alias.name}: "
+                     f"{node.module} has no {alias.name}")
+  return found
+
+
+def test_every_name_imported_from_a_project_module_is_there(tmp_path):
+  modules = project_modules()
+  fixture = tmp_path / "fixture.py"
+  fixture.write_text("from sampling import predictions\nfrom sampling.predictions import read_prompts, nothing_here\n"
+                     "def f():\n  from evaluation.practical import score_predictions\n")
+  assert missing_names("fixture", str(fixture), modules) == [
+      "fixture:2: from sampling.predictions import nothing_here: sampling.predictions has no nothing_here",
+      "fixture:4: from evaluation.practical import score_predictions: evaluation.practical has no "
+      "score_predictions"]
+  tests = {f"tests.{name[:-3]}": os.path.join(ROOT, "tests", name) for name in os.listdir(os.path.join(ROOT, "tests"))
+           if name.endswith(".py")}
+  # The tests import the project's modules (and one another, as top-level names: not checked here).
+  missing = [m for name, path in sorted({**modules, **tests}.items()) for m in missing_names(name, path, modules)]
+  assert not missing, "\n".join(missing)
