@@ -23,6 +23,9 @@ def test_train_step_bench_writes_its_figures(tmp_path):
     assert result[key] > 0 and math.isfinite(result[key])
   assert result["size"] == "tiny" and len(result["step_seconds_all"]) == 2
   assert math.isfinite(result["final_loss"])
+  import before_after  # what bench/before_after.py compares of this bench's output
+
+  assert before_after.figure(result, "tokens_per_second") == result["tokens_per_second"]
 
 
 def _has_revision(revision):
@@ -43,6 +46,9 @@ def test_sample_throughput_bench_writes_its_figures(tmp_path):
     for key in ("useful_tokens_per_second", "fraction_of_bound", "achieved_bytes_per_second", "achieved_flops"):
       assert run[key] > 0 and math.isfinite(run[key])
   assert result["no_cache_tokens_per_second"] > 0 and result["bound_limited_by"] in ("compute", "memory")
+  import before_after  # bench/before_after.py compares the current sampler's run
+
+  assert before_after.figure(result, "useful_tokens_per_second") == result["runs"]["after"]["useful_tokens_per_second"]
 
 
 def test_sample_throughput_bench_replays_humaneval_lengths_and_measures_memory(tmp_path):
