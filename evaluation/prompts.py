@@ -42,9 +42,9 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from languages import Language
+from languages import Language, get as language_named
 from evaluation.humaneval.questions import canonical_completion, load_problems
-from sandbox.renderers import MODULES, get, parse_languages, resolve_language
+from sandbox.renderers import MODULES, get, parse_languages
 from evaluation.benchmark_data import load_benchmark
 import storage
 from storage import read_jsonl
@@ -85,7 +85,7 @@ def humaneval_prompts(template: bool = True, limit: int | None = None,
   questions = list(load_benchmark(benchmark).values())[:limit]
   prompts = []
   for name in languages:
-    renderer = get(resolve_language(name).name)
+    renderer = get(name)
     for question in questions:
       text = renderer.prompt(question) if template else renderer.signature_with_docstring(question)
       prompts.append({"qid": question.qid, "language": renderer.display_name, "prompt": text,
@@ -112,7 +112,7 @@ def translation_prompts(benchmark: str = "humaneval", source_language: str = "py
   template with the target's signature and no docstring (Renderer.signature), as the paper's
   translation prompts give it. The completion continues that signature, so the predictions score
   against the same benchmark (`python -m evaluation.score --benchmark ... --k 1,25`)."""
-  source = resolve_language(source_language)
+  source = language_named(source_language)
   questions = list(load_benchmark(benchmark).values())[:limit]
   if sources is None:
     sources = {q.qid: q.solution(source.name) for q in questions if q.solution(source.name)}
@@ -122,7 +122,7 @@ def translation_prompts(benchmark: str = "humaneval", source_language: str = "py
   if missing:
     raise ValueError(f"no {source.display_name} source program for {', '.join(missing[:5])}"
                      + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-  targets = [name for name in (resolve_language(n).name for n in (languages or MODULES)) if name != source.name]
+  targets = [name for name in (language_named(n).name for n in (languages or MODULES)) if name != source.name]
   if not targets:
     raise ValueError(f"translation from {source.display_name} needs a target language other than {source.display_name}")
   prompts = []
@@ -153,14 +153,14 @@ def _source_program(record: dict, source: Language | None, where: str) -> tuple[
     if "source_language" not in record:
       raise ValueError(f"{where}: source_code needs a source_language")
     try:
-      language = resolve_language(record["source_language"])
+      language = language_named(record["source_language"])
     except ValueError as error:
       raise ValueError(f"{where}: source_language: {error}") from None
     if source is None or language == source:
       return language, record["source_code"]
   for field, name in _SOURCE_FIELDS:
     if record.get(field) and (source is None or source.name == name):
-      return resolve_language(name), record[field]
+      return language_named(name), record[field]
   return None
 
 
@@ -181,8 +181,8 @@ def babelcode_prompts(path: str, languages: Sequence[str] | None = None, task: s
   """
   if task not in TASKS:
     raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
-  wanted = None if languages is None else {resolve_language(name) for name in languages}
-  source = None if source_language is None else resolve_language(source_language)
+  wanted = None if languages is None else {language_named(name) for name in languages}
+  source = None if source_language is None else language_named(source_language)
   prompts, skipped = [], collections.Counter()
   per_language: collections.Counter = collections.Counter()
   seen: dict[tuple[str, str], int] = {}
@@ -196,7 +196,7 @@ def babelcode_prompts(path: str, languages: Sequence[str] | None = None, task: s
       skipped[f"{name}: not one of the paper's 14 languages"] += 1
       continue
     try:
-      target = resolve_language(name)
+      target = language_named(name)
     except ValueError as error:
       raise ValueError(f"{where}: {error}") from None
     if wanted is not None and target not in wanted:

@@ -53,13 +53,13 @@ from sandbox import batching, execution, typed
 from sandbox.judge import Status, judge
 # EVALUATED, parse_languages, BENCHMARKS and load_benchmark live with the languages and the typed
 # format; they stay importable from here, where scripts have always found them.
-from sandbox.renderers import EVALUATED, NOT_EVALUATED, get, language_name, parse_languages
+from sandbox.renderers import EVALUATED, NOT_EVALUATED, get, parse_languages
 from evaluation.passk import mean_pass_at_k
 from evaluation.resumable import Prediction
 from evaluation.benchmark_data import BENCHMARKS, load_benchmark
 import storage
 from storage import OutputLocked
-from languages import BY_NAME
+from languages import BY_NAME, get as language_named
 
 DEFAULT_K = (1, 10, 100)
 # The paper's run-step limits (BabelCode's): 10 s, 15 s for Java and TypeScript.
@@ -77,7 +77,7 @@ def read_predictions(path: str, questions: Mapping[str, typed.Question]
   def resolve(record: dict) -> tuple[str, str]:
     if not isinstance(record.get("language"), str):
       raise ValueError("a prediction needs a language (a string)")
-    language = language_name(record["language"])
+    language = language_named(record["language"]).name
     qid = str(record["qid"])
     qid = qid if qid in questions else aliases.get(qid)
     if qid is None:
@@ -245,7 +245,7 @@ def parse_timeouts(value: str | None) -> dict[str, float]:
     if not sep:
       raise ValueError(f"--timeout: {pair!r} is not language=seconds")
     try:
-      language = language_name(name.strip())
+      language = language_named(name.strip()).name
     except ValueError as error:
       raise ValueError(f"--timeout: {error}") from None
     overrides[language] = seconds(text.strip(), name.strip())

@@ -48,12 +48,13 @@ class EncodedPrompts:
 
 
 def encode_prompts(vocabulary, begin_id: int, prompts: Sequence[str], context: int,
-                   max_decode_length: int) -> EncodedPrompts:
+                   max_decode_length: int, length_flag: str = "max_decode_length") -> EncodedPrompts:
   """[code] + tokens of each prompt; one longer than the room keeps its last `room` tokens (and is
-  counted in `truncated`). Whether that is allowed is the caller's: see `check_fit`."""
+  counted in `truncated`). Whether that is allowed is the caller's: see `check_fit`. A ValueError
+  naming `length_flag` when `max_decode_length` leaves no room at all."""
   room = prompt_room(context, max_decode_length)
   if room < 1:
-    raise ValueError(f"max_decode_length {max_decode_length} leaves no room for a prompt in the model's context "
+    raise ValueError(f"{length_flag} {max_decode_length} leaves no room for a prompt in the model's context "
                      f"of {context} tokens")
   full = [[int(begin_id)] + [int(i) for i in vocabulary.encode(p)] for p in prompts]
   return EncodedPrompts(ids=tuple(tuple(ids[-room:]) for ids in full), lengths=tuple(len(ids) for ids in full),

@@ -33,13 +33,14 @@ def split_checkpoint(checkpoint: str) -> tuple[str, int | None]:
   return checkpoint, None
 
 
-def encode_run_prompts(checkpoint: str, prompts: Sequence[str], max_decode_length: int) -> EncodedPrompts:
+def encode_run_prompts(checkpoint: str, prompts: Sequence[str], max_decode_length: int,
+                       length_flag: str = "max_decode_length") -> EncodedPrompts:
   """The prompts as a run's sampler will feed them (its vocabulary, its context), from run.json and
   the vocabulary alone: whether they fit is known before a parameter is read."""
   config, vocab_path = read_run_info(split_checkpoint(checkpoint)[0])
   vocabulary = get_vocabulary(vocab_path)
   return encode_prompts(vocabulary, vocabulary.tokenizer.piece_to_id(CODE_TOKEN), prompts, config.max_length,
-                        max_decode_length)
+                        max_decode_length, length_flag)
 
 
 def place_params(model: Decoder, params: Any, mesh: Mesh) -> Any:

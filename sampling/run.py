@@ -80,19 +80,16 @@ def sample(run: SampleRun) -> int:
 
   from sampling import restore  # here, not at the top: `sample.py --help` stays quick (no TensorFlow)
   from sampling.sampler import SamplingConfig
-  from training.run_info import read_run_info
 
   check(run)
   config = SamplingConfig(run.temperature, run.top_p, run.top_k, run.max_decode_length, run.chunk_length,
                           rows=run.batch_size)
   records = predictions.read_prompts(run.prompts)
-  run_config = read_run_info(restore.split_checkpoint(run.checkpoint)[0])[0]
-  if run.max_decode_length >= run_config.max_length:
-    raise UsageError(f"--max_decode_length {run.max_decode_length} leaves no room for a prompt: the model's "
-                     f"context is {run_config.max_length} tokens")
-  # Whether the prompts fit is known from run.json and the vocabulary: refused before any parameter
-  # is read or a file written, and the sampler is given these ids (not encoding them again).
-  encoded = restore.encode_run_prompts(run.checkpoint, [p["prompt"] for p in records], run.max_decode_length)
+  # Whether the prompts fit (or any prompt at all) is known from run.json and the vocabulary: refused
+  # before any parameter is read or a file written, and the sampler is given these ids (not encoding
+  # them again).
+  encoded = restore.encode_run_prompts(run.checkpoint, [p["prompt"] for p in records], run.max_decode_length,
+                                       length_flag="--max_decode_length")
   try:
     check_fit(encoded, run.truncate_prompts, [f"{p['qid']} ({p['language']})" for p in records],
               length_flag="--max_decode_length", truncate_flag="--truncate_prompts")

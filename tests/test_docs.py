@@ -240,16 +240,19 @@ def help_key(entry: tuple, args: list[str], help_of) -> tuple:
   return entry
 
 
-def entry_problem(entry: tuple) -> str | None:
+def checkable(entry: tuple) -> bool:
+  """Whether `entry` is codelm's and named, not a placeholder (MODULE, SCRIPT.py): only those are checked."""
   if entry[0] == "-m":
-    module = entry[1]
-    if PLACEHOLDER.search(module) or module_file(module) or not is_codelm_module(module):
-      return None
-    return f"no module {module} (python -m {module})"
-  script = entry[0]
-  if PLACEHOLDER.search(script) or (ROOT / script).is_file():
+    return not PLACEHOLDER.search(entry[1]) and is_codelm_module(entry[1])
+  return not PLACEHOLDER.search(entry[0])
+
+
+def entry_problem(entry: tuple) -> str | None:
+  if not checkable(entry):
     return None
-  return f"no script {script}"
+  if entry[0] == "-m":
+    return None if module_file(entry[1]) else f"no module {entry[1]} (python -m {entry[1]})"
+  return None if (ROOT / entry[0]).is_file() else f"no script {entry[0]}"
 
 
 def command_problems(text: str, help_of) -> list[str]:
@@ -272,8 +275,7 @@ def command_problems(text: str, help_of) -> list[str]:
         if entry_problem(entry):
           problems.append(f"{where}: {entry_problem(entry)}")
           continue
-        if (entry[0] == "-m" and (PLACEHOLDER.search(entry[1]) or not is_codelm_module(entry[1]))) or \
-           PLACEHOLDER.search(entry[0]):
+        if not checkable(entry):
           continue
         key = help_key(entry, args, help_of)
         helps = [help_of(k) for k in {entry, key}]
@@ -289,18 +291,13 @@ def command_problems(text: str, help_of) -> list[str]:
 def entries_needed(text: str) -> set[tuple]:
   """The entry points (and subcommands) whose --help `command_problems` will ask for."""
   needed = set()
-
-  def record(entry):
-    needed.add(entry)
-    return None
-
   for language, _, lines in split_fences(text)[1]:
     if language not in SHELL_FENCES:
       continue
     for _, line in logical_lines(lines):
       for command in split_commands(line):
         parsed = parse_command(command)
-        if parsed and parsed[0] == "python" and not entry_problem(parsed[1]):
+        if parsed and parsed[0] == "python" and checkable(parsed[1]) and not entry_problem(parsed[1]):
           entry, args = parsed[1], parsed[2]
           needed.add(entry)
           if args and re.fullmatch(r"[a-z][a-z_]*", args[0]):
@@ -379,8 +376,7 @@ def real_help():
   entries = set()
   for path in markdown_files():
     entries |= entries_needed(path.read_text(encoding="utf-8"))
-  results = run_helps({e for e in entries if not (e[0] == "-m" and (PLACEHOLDER.search(e[1]) or not is_codelm_module(e[1])))
-                       and not PLACEHOLDER.search(e[0])})
+  results = run_helps(entries)
 
   def help_of(entry):
     if entry not in results:

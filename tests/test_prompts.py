@@ -60,7 +60,7 @@ def test_humaneval_in_every_language_with_their_stops():
   records = humaneval_prompts(limit=2, languages=EVALUATED)
   assert len(records) == 2 * 12
   for record in records:
-    renderer = get(prompts.resolve_language(record["language"]).name)
+    renderer = get(record["language"])
     assert record["prompt"].startswith(f"You are an expert {renderer.display_name} programmer")
     assert record["stop"] == list(renderer.stop_sequences)
 

@@ -37,8 +37,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import languages
 from sandbox import typed
-from sandbox.renderers import resolve_language
 import storage
 
 LEAVES = {"boolean": "bool", "integer": "int", "long": "int", "float": "float", "double": "float",
@@ -236,11 +236,10 @@ def question(record: dict) -> typed.Question:
                   "inputs": [value(t, case["inputs"][n], f"{where} input {n}") for n, t in params],
                   "output": value(return_type, case["outputs"], f"{where} outputs")})
   solutions = {}
-  for language, program in (record.get("solutions") or {}).items():
-    try:
-      solutions[resolve_language(language).name] = program
-    except ValueError:
-      continue  # Kotlin, Scala, ...: not a language of the paper
+  for label, program in (record.get("solutions") or {}).items():
+    language = languages.from_label(label)  # None: Kotlin, Scala, ...: not a language of the paper
+    if language is not None:
+      solutions[language.name] = program
   converted = {"qid": str(qid), "entry_fn_name": record["entry_fn_name"],
                "params": [{"name": n, "type": str(t.typed())} for n, t in params],
                "return_type": str(return_type.typed()), "description": record.get("text") or "",

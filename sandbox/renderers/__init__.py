@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 import languages
-from languages import BY_NAME, LANGUAGES, Language
+from languages import BY_NAME, LANGUAGES
 from sandbox import typed
 from sandbox.renderers.base import Renderer
 
@@ -25,20 +25,11 @@ NOT_EVALUATED = {
 }
 EVALUATED = tuple(l.name for l in LANGUAGES if l.name in MODULES)  # the paper's order
 
-def resolve_language(name: str) -> Language:
-  """The language any spelling means ("Javascript", "cpp", "C#"): languages.get, the one lookup."""
-  return languages.get(name)
-
-
-def language_name(name: str) -> str:
-  """codelm's name for any spelling: "C++", "cpp", "CSharp", "Javascript" -> "cpp", ..."""
-  return languages.get(name).name
-
 
 def parse_languages(value: str) -> list[str]:
   if value.strip().lower() == "all":
     return list(EVALUATED)
-  names = [language_name(v) for v in value.split(",") if v.strip()]
+  names = [languages.get(v).name for v in value.split(",") if v.strip()]
   for name in names:
     if name in NOT_EVALUATED:
       raise ValueError(f"--languages: {BY_NAME[name].display_name} is not evaluated: {NOT_EVALUATED[name]}")
