@@ -130,15 +130,18 @@ def register_tasks(corpus_dir: str, vocabulary: seqio.Vocabulary, languages: Seq
 
 def register_ul2_tasks(names: Sequence[str], config=None) -> list[str]:
   """`{name}_ul2` for each registered language task: the same documents through the UL2 + causal-LM
-  mixture (objectives/ul2/) instead of plain chunking; features `inputs` and `targets`."""
+  mixture (objectives/ul2/) instead of plain chunking; features `inputs` and `targets`. With
+  `config.fim_rate` the vocabulary must have the FIM sentinels (a ValueError naming its file)."""
   config = config or UL2Config()
   ul2_names = []
   for name in names:
     base = seqio.get_mixture_or_task(name)
     vocabulary = base.output_features["targets"].vocabulary
-    mode_ids = [special_token_ids(vocabulary)[token] for token in MODE_TOKENS]
+    special = special_token_ids(vocabulary)
+    mode_ids = [special[token] for token in MODE_TOKENS]
     features = {key: seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32) for key in ("inputs", "targets")}
-    objectives = functools.partial(ul2_objectives, config=config, mode_token_ids=mode_ids)
+    objectives = functools.partial(ul2_objectives, config=config, mode_token_ids=mode_ids,
+                                   document_ids=(special[CODE_TOKEN], special[EOD_TOKEN]))
     tag = next(p for p in base.preprocessors if _is_tag(p))
     preprocessors = [p for p in base.preprocessors if p is not split_into_chunks and not _is_tag(p)] + [objectives, tag]
     seqio.TaskRegistry.remove(f"{name}_ul2")

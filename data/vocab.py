@@ -13,7 +13,7 @@ Options, and why (REFERENCE.md "Vocabulary"):
 - `byte_fallback=True`: a character outside the pieces becomes its UTF-8 bytes, never `<unk>`.
 - Whole files are training sentences (long ones cut into chunks of lines), so pieces may contain
   newlines; `max_sentence_length` is raised so SentencePiece does not drop them.
-- The special tokens ([code], [eod], the UL2 mode tokens) are `control_symbols`, and
+- The special tokens ([code], [eod], the UL2 mode tokens, the FIM sentinels) are `control_symbols`, and
   `get_vocabulary` makes the seqio sentinels (`<extra_id_N>`) control pieces too: SentencePiece never
   produces a control piece from text, so source or prompt text that spells "[eod]" or
   " <extra_id_5>" stays ordinary pieces, and only the pipeline inserts those ids (by `piece_to_id`).
@@ -72,7 +72,13 @@ from data import records
 CODE_TOKEN = "[code]"
 EOD_TOKEN = "[eod]"
 MODE_TOKENS = ("[NLU]", "[NLG]", "[S2S]")  # UL2 mode tokens: regular / extreme denoising, prefix LM
+# Fill-in-the-middle sentinels (objectives/fim.py), spelled as StarCoder's so Hugging Face users know them.
+FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE = "<fim_prefix>", "<fim_suffix>", "<fim_middle>"
+FIM_TOKENS = (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)
 SPECIAL_TOKENS = (CODE_TOKEN, EOD_TOKEN) + MODE_TOKENS
+# Every control piece a vocabulary is trained with. FIM's are kept apart from SPECIAL_TOKENS (which
+# every vocabulary must have): vocabularies trained before FIM lack them and still serve everything else.
+CONTROL_TOKENS = SPECIAL_TOKENS + FIM_TOKENS
 DEFAULT_EXTRA_IDS = 100
 MAX_SPACE_RUN, MAX_TAB_RUN = 12, 4
 _ESCAPED_SPACE = "\u2581"  # how SentencePiece writes " " inside pieces
@@ -183,7 +189,7 @@ def trainer_options(vocab_size: int, extra_ids: int, whitespace: str = DEFAULT_W
       byte_fallback=True,
       character_coverage=0.9999,  # rarer characters go to byte fallback instead of eating pieces
       split_digits=True,
-      control_symbols=list(SPECIAL_TOKENS),  # never produced from text: the pipeline inserts them
+      control_symbols=list(CONTROL_TOKENS),  # never produced from text: the pipeline inserts them
       # Tabs are listed either way (SentencePiece never learns them); space runs are listed or learned.
       user_defined_symbols=list(TAB_RUNS if learned else WHITESPACE_RUNS),
       allow_whitespace_only_pieces=learned,
@@ -308,7 +314,7 @@ def _with_control_specials(sp_model: bytes, extra_ids: int) -> bytes:
 
   piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
   model = sentencepiece_model_pb2.ModelProto.FromString(sp_model)
-  special = set(SPECIAL_TOKENS) | set(_sentinel_pieces(extra_ids))
+  special = set(CONTROL_TOKENS) | set(_sentinel_pieces(extra_ids))
   for piece in model.pieces:
     if piece.piece in special:
       piece.type = piece_type.CONTROL
@@ -430,6 +436,19 @@ def special_token_ids(vocabulary) -> dict[str, int]:
     if token_id == vocabulary.tokenizer.unk_id():
       raise ValueError(f"{token!r} is not a piece of this vocabulary; train it with `python -m data.vocab`")
     ids[token] = token_id
+  return ids
+
+
+def fim_token_ids(vocabulary) -> dict[str, int]:
+  """The id of each FIM sentinel (<fim_prefix>, <fim_suffix>, <fim_middle>); a ValueError naming the
+  vocabulary's file when it has none (trained before FIM: retrain it with `python -m data.vocab`)."""
+  ids = {token: vocabulary.tokenizer.piece_to_id(token) for token in FIM_TOKENS}
+  missing = [token for token, i in ids.items() if i == vocabulary.tokenizer.unk_id()]
+  if missing:
+    name = getattr(vocabulary, "sentencepiece_model_file", None) or "the vocabulary"
+    raise ValueError(f"{name} has no {' / '.join(missing)} piece{'s' if len(missing) > 1 else ''}, so it cannot "
+                     "train or sample fill-in-the-middle: it was trained before FIM; train a new one with "
+                     "`python -m data.vocab`")
   return ids
 
 

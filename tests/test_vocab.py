@@ -180,12 +180,13 @@ def test_special_tokens_are_single_control_ids(vocabulary):
 
 # Text that spells a special piece, as source files and prompts do.
 SPECIAL_TEXTS = ["[code]", "[eod]", "[NLU]", "[NLG]", "[S2S]", "x = '[eod]'\n", "s = \"[code]\" + \"[S2S]\"",
-                 " <extra_id_5>", "<extra_id_0>", "a <extra_id_99> b", "\t[eod][eod] <extra_id_1>\n"]
+                 " <extra_id_5>", "<extra_id_0>", "a <extra_id_99> b", "\t[eod][eod] <extra_id_1>\n",
+                 "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "s = '<fim_prefix>x<fim_suffix>y<fim_middle>'\n"]
 
 
 def _special_ids(vocabulary) -> set[int]:
   sentinels = range(VOCAB_SIZE - EXTRA_IDS, VOCAB_SIZE)
-  return set(vocab.special_token_ids(vocabulary).values()) | set(sentinels)
+  return set(vocab.special_token_ids(vocabulary).values()) | set(vocab.fim_token_ids(vocabulary).values()) | set(sentinels)
 
 
 @pytest.mark.parametrize("text", SPECIAL_TEXTS)
@@ -221,6 +222,18 @@ def test_vocabulary_with_user_defined_specials_is_made_text_proof(corpus, tmp_pa
   for text in SPECIAL_TEXTS:
     ids = list(old.encode(text))
     assert not special & set(ids) and old.decode(ids) == text
+  # It was trained before FIM: it serves everything else, and FIM refuses it naming its file.
+  with pytest.raises(ValueError, match=r"old\.model has no <fim_prefix> / <fim_suffix> / <fim_middle> pieces.*"
+                     r"python -m data.vocab"):
+    vocab.fim_token_ids(old)
+
+
+def test_fim_sentinels_are_single_control_pieces(vocabulary):
+  ids = vocab.fim_token_ids(vocabulary)
+  assert len(set(ids.values())) == 3
+  assert all(vocabulary.tokenizer.IsControl(i) for i in ids.values())
+  assert vocabulary.decode([ids["<fim_prefix>"]] + list(vocabulary.encode("a")) + [ids["<fim_middle>"]]) == \
+      "<fim_prefix>a<fim_middle>"
 
 
 # ---- ids as SeqIO expects them --------------------------------------------------------------

@@ -6,6 +6,10 @@
 | prefix LM (uniform random split)            | 20%  | [S2S]      |
 | causal LM (prefix LM with an empty prefix)  | 60%  | none       |
 
+Beyond the paper, `fim_rate` turns that share of the causal-LM examples into fill-in-the-middle
+examples (objectives/fim.py; half of them SPM by default): their own objective in the draw, so that
+their chunks leave room for the FIM sentinels. The default (0) is the paper's mixture, draw for draw.
+
 Causal LM gets no mode token: its inputs are empty, and it is exactly how the model is used at
 sampling time (a prompt continued left to right), so nothing should precede the code. Every function
 here is TensorFlow graph code (no py_function), randomness is stateless and seeded per example by
@@ -29,7 +33,9 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
+from objectives import fim
 from objectives.chunking import Chunking
+from objectives.fim import FIM_RESERVE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +51,13 @@ class UL2Config:
   denoisers: tuple[SpanCorruption, ...] = (SpanCorruption(3.0, 0.15), SpanCorruption(32.0, 0.5))
   rates: tuple[float, ...] = (0.1, 0.1, 0.2, 0.6)  # denoisers..., prefix LM, causal LM
   use_mode_tokens: bool = True
+  fim_rate: float = 0.0  # the share of causal-LM examples made fill-in-the-middle (objectives/fim.py)
+  fim_spm_rate: float = 0.5  # the share of those in SPM rather than PSM
 
   def __post_init__(self):
+    for name in ("fim_rate", "fim_spm_rate"):
+      if not 0.0 <= getattr(self, name) <= 1.0:
+        raise ValueError(f"UL2Config.{name} must be within [0, 1], got {getattr(self, name)}")
     if len(self.rates) != len(self.denoisers) + 2:
       raise ValueError(f"UL2Config.rates needs one rate per denoiser plus prefix LM and causal LM "
                        f"({len(self.denoisers) + 2}), got {len(self.rates)}")
@@ -54,9 +65,24 @@ class UL2Config:
       raise ValueError(f"UL2Config.rates must be non-negative and sum to 1, got {self.rates}")
 
   @property
+  def fim(self) -> bool:
+    return self.fim_rate > 0
+
+  @property
+  def draw_rates(self) -> tuple[float, ...]:
+    """The rate of each objective a chunk draws: `rates`, the causal-LM share split with FIM when on."""
+    if not self.fim:
+      return tuple(self.rates)
+    causal = self.rates[-1]
+    return tuple(self.rates[:-1]) + (causal * (1 - self.fim_rate), causal * self.fim_rate)
+
+  @property
   def names(self) -> tuple[str, ...]:
-    return tuple(f"span_corruption_{d.mean_noise_span_length:g}_{d.noise_density:g}" for d in self.denoisers) + (
+    """The name of each value of an example's `objective` feature: the drawn objectives, and FIM's
+    two formats (a FIM chunk that does not fit stays causal LM)."""
+    names = tuple(f"span_corruption_{d.mean_noise_span_length:g}_{d.noise_density:g}" for d in self.denoisers) + (
         "prefix_lm", "causal_lm")
+    return names + (("fim_psm", "fim_spm") if self.fim else ())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -156,7 +182,7 @@ def raw_lengths(config: UL2Config, sequence_length: int, num_sentinels: int) -> 
       raise ValueError(f"span corruption {denoiser} on {n}-token chunks needs {spans} sentinels but the "
                        f"vocabulary has {num_sentinels} extra ids; use a shorter sequence or more extra ids")
     lengths.append(n)
-  return lengths + [sequence_length - mode, sequence_length]
+  return lengths + [sequence_length - mode, sequence_length] + ([sequence_length - FIM_RESERVE] if config.fim else [])
 
 
 def added_tokens(config: UL2Config, objective: int, sizes: np.ndarray) -> np.ndarray:
@@ -171,6 +197,8 @@ def added_tokens(config: UL2Config, objective: int, sizes: np.ndarray) -> np.nda
     added = 2 * np.asarray(spans) + mode
   elif objective == len(config.denoisers):  # prefix LM
     added = np.full(sizes.shape, mode)
+  elif objective == len(config.denoisers) + 2:  # FIM: the sentinels (encoding the parts apart may add a few)
+    added = np.full(sizes.shape, 3)
   else:  # causal LM
     added = np.zeros(sizes.shape, np.int64)
   return np.where(sizes >= 2, added, 0)
@@ -178,7 +206,7 @@ def added_tokens(config: UL2Config, objective: int, sizes: np.ndarray) -> np.nda
 
 def chunking(config: UL2Config, sequence_length: int, num_sentinels: int) -> Chunking:
   """How `ul2_objectives` cuts documents into examples (data/packing.py counts what that makes)."""
-  return Chunking(tuple(raw_lengths(config, sequence_length, num_sentinels)), tuple(config.rates),
+  return Chunking(tuple(raw_lengths(config, sequence_length, num_sentinels)), config.draw_rates,
                           functools.partial(added_tokens, config))
 
 
@@ -194,20 +222,27 @@ def _chunk_starts(length: tf.Tensor, raw: tf.Tensor, rates: tf.Tensor, seed: tf.
 
 
 def ul2_objectives(dataset: tf.data.Dataset, sequence_length: Mapping[str, int], output_features,
-                   config: UL2Config = UL2Config(), mode_token_ids: Sequence[int] = ()) -> tf.data.Dataset:
+                   config: UL2Config = UL2Config(), mode_token_ids: Sequence[int] = (),
+                   document_ids: Sequence[int] = ()) -> tf.data.Dataset:
   """Documents {"targets": tokens} -> examples {"inputs", "targets", "objective"} (SeqIO preprocessor).
 
   The total length is sequence_length["targets"] (inputs and targets together, see
-  DecoderOnlyPrefixLMFeatureConverter). Mode token ids are those of [NLU], [NLG], [S2S].
+  DecoderOnlyPrefixLMFeatureConverter). Mode token ids are those of [NLU], [NLG], [S2S]; document ids
+  those of [code] and [eod] (FIM keeps them outside its frame). `objective` indexes `config.names`.
   """
   total = int(sequence_length["targets"])
   vocabulary = output_features["targets"].vocabulary
   vocab_size = vocabulary.vocab_size
   raw = tf.constant(raw_lengths(config, total, vocabulary.extra_ids), tf.int32)
-  rates = tf.constant(config.rates, tf.float32)
+  rates = tf.constant(config.draw_rates, tf.float32)
   num_denoisers = len(config.denoisers)
+  causal_index = num_denoisers + 1
   if config.use_mode_tokens and len(mode_token_ids) != num_denoisers + 1:
     raise ValueError(f"need {num_denoisers + 1} mode token ids ([NLU], [NLG], [S2S]), got {mode_token_ids}")
+  if config.fim:
+    fim_ids = fim.FimIds.of(vocabulary)  # a vocabulary without the sentinels is refused, naming its file
+    if len(document_ids) != 2:
+      raise ValueError(f"FIM needs the ids of [code] and [eod], got {document_ids}")
 
   @seqio.map_over_dataset(num_seeds=1)
   def cut(example, seed):
@@ -226,25 +261,32 @@ def ul2_objectives(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
   def corrupt(example, seed):
     tokens, objective = example["targets"], example["objective"]
     # A 1-token chunk (a document's tail) has nothing to corrupt: it becomes a causal-LM example.
-    objective = tf.where(tf.size(tokens) < 2, num_denoisers + 1, objective)
+    objective = tf.where(tf.size(tokens) < 2, causal_index, objective)
 
     def denoise(i):
       def branch():
         d = config.denoisers[i]
         mask = random_spans_noise_mask(tf.size(tokens), d.noise_density, d.mean_noise_span_length, seed)
         inputs, targets = span_corruption(tokens, mask, vocab_size)
-        return with_mode(i, inputs), targets
+        return with_mode(i, inputs), targets, tf.constant(i)
       return branch
 
     def prefix_lm():
       inputs, targets = prefix_lm_split(tokens, seed)
-      return with_mode(num_denoisers, inputs), targets
+      return with_mode(num_denoisers, inputs), targets, tf.constant(num_denoisers)
 
     def causal_lm():
-      return tokens[:0], tokens
+      return tokens[:0], tokens, tf.constant(causal_index)
+
+    def fill_in_the_middle():  # PSM is the objective after causal LM, SPM the one after it; 0: stays causal
+      targets, fim_format = fim.permute_tf(tokens, seed, vocabulary, fim_ids, tuple(document_ids),
+                                           config.fim_spm_rate, total)
+      return tokens[:0], targets, causal_index + fim_format
 
     branches = [denoise(i) for i in range(num_denoisers)] + [prefix_lm, causal_lm]
-    inputs, targets = tf.switch_case(objective, branches)
+    if config.fim:
+      branches.append(fill_in_the_middle)
+    inputs, targets, objective = tf.switch_case(objective, branches)
     return {"inputs": inputs, "targets": targets, "objective": objective}
 
   return corrupt(cut(dataset).unbatch())

@@ -1,0 +1,202 @@
+"""Fill-in-the-middle (objectives/fim.py) as an option of the UL2 mixture's causal-LM share.
+
+The transform reassembles the document exactly (texts with multi-byte characters, random cut points),
+the delivered FIM and SPM rates match the configured ones, sentinels come only from the transform, a
+vocabulary without them is refused naming its file, rows keep their length, and the paper's mixture
+is unchanged when FIM is off.
+"""
+
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+from hypothesis import given, settings, strategies as st
+
+import code_corpus
+from data import tasks
+from data.vocab import CODE_TOKEN, EOD_TOKEN, MODE_TOKENS, special_token_ids
+from objectives import fim
+from objectives.ul2 import DecoderOnlyPrefixLMConverter, UL2Config, raw_lengths, ul2_objectives
+
+EXTRA_IDS = 100
+SEQ = 256
+CAUSAL_ONLY = dict(rates=(0.0, 0.0, 0.0, 1.0))
+# Code-like characters, blanks, and characters outside the tiny vocabulary's alphabet (byte fallback).
+ALPHABET = "abcdefxyz_()=:+-*/ \t\n\"'<>[]0123456789éß漢字🙂"
+
+
+@pytest.fixture(scope="module")
+def vocabulary(tmp_path_factory):
+  _, vocabulary = code_corpus.build(str(tmp_path_factory.mktemp("fim_corpus")), extra_ids=EXTRA_IDS)
+  return vocabulary
+
+
+@pytest.fixture(scope="module")
+def special(vocabulary):
+  return special_token_ids(vocabulary)
+
+
+def _document(vocabulary, special, text):
+  return np.array([special[CODE_TOKEN]] + list(vocabulary.encode(text)) + [special[EOD_TOKEN]], np.int32)
+
+
+def _examples(vocabulary, special, documents, config, seq=SEQ, seed=0):
+  ds = tf.data.Dataset.from_generator(lambda: ({"targets": d} for d in documents),
+                                      output_signature={"targets": tf.TensorSpec([None], tf.int32)})
+  features = {"targets": seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32)}
+  mode_ids = [special[t] for t in MODE_TOKENS]
+  with seqio.utils.map_seed_manager(seed):
+    ds = ul2_objectives(ds, {"inputs": seq, "targets": seq}, features, config=config, mode_token_ids=mode_ids,
+                        document_ids=(special[CODE_TOKEN], special[EOD_TOKEN]))
+  return [{k: ex[k].tolist() if k != "objective" else int(ex[k]) for k in ("inputs", "targets", "objective")}
+          for ex in ds.as_numpy_iterator()]
+
+
+def _reassemble(vocabulary, ids: fim.FimIds, example: list[int], special, fim_format: str) -> str:
+  """The text a FIM example in `fim_format` holds, put back in order."""
+  body = example[1:] if example[:1] == [special[CODE_TOKEN]] else example
+  body = body[:-1] if body[-1:] == [special[EOD_TOKEN]] else body
+  for sentinel in (ids.prefix, ids.suffix, ids.middle):
+    assert body.count(sentinel) == 1, body  # one of each: none made from text
+  decode = lambda part: vocabulary.decode(part)  # noqa: E731
+  assert body[0] == ids.prefix
+  s, m = body.index(ids.suffix), body.index(ids.middle)
+  if fim_format == fim.SPM:  # <pre> <suf> suffix <mid> prefix middle
+    assert s == 1
+    return decode(body[m + 1:]) + decode(body[2:m])
+  return decode(body[1:s]) + decode(body[m + 1:]) + decode(body[s + 1:m])  # <pre> prefix <suf> suffix <mid> middle
+
+
+def test_frame_and_split_text():
+  ids = fim.FimIds(prefix=7, suffix=8, middle=9)
+  assert fim.frame([1], [2], [3], ids) == [7, 1, 8, 2, 9, 3]
+  assert fim.frame([1], [2], [3], ids, fim.SPM) == [7, 8, 2, 9, 1, 3]
+  assert fim.frame([1], [2], [], ids) == [7, 1, 8, 2, 9]  # an infilling prompt ends at <fim_middle>
+  assert fim.split_text("añb漢c", 1, 3) == ("a", "ñb", "漢c")
+  with pytest.raises(ValueError, match="cut points"):
+    fim.split_text("abc", 2, 1)
+  with pytest.raises(ValueError, match="unknown FIM format 'pms'"):
+    fim.frame([1], [2], [3], ids, "pms")
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(alphabet=ALPHABET, min_size=2, max_size=120), seed=st.integers(0, 2**31 - 1),
+       spm=st.booleans())
+def test_prefix_middle_and_suffix_reassemble_the_document_exactly(vocabulary, special, text, seed, spm):
+  ids = fim.FimIds.of(vocabulary)
+  document = _document(vocabulary, special, text)
+  example, fim_format = fim.permute_tf(tf.constant(document), tf.constant([seed, 1], tf.int64), vocabulary, ids,
+                                       (special[CODE_TOKEN], special[EOD_TOKEN]), float(spm), budget=1024)
+  example = example.numpy().tolist()
+  assert int(fim_format) == (2 if spm else 1)
+  assert example[0] == special[CODE_TOKEN] and example[-1] == special[EOD_TOKEN]
+  assert _reassemble(vocabulary, ids, example, special, fim.SPM if spm else fim.PSM) == text
+
+
+def test_cut_points_are_uniform_over_characters(vocabulary, special):
+  # Ten characters, each a different number of UTF-8 bytes and tokens: every cut offset 0..10 is drawn
+  # about equally often, whatever the token boundaries.
+  text = "a漢bé🙂c漢dée"
+  ids, document = fim.FimIds.of(vocabulary), tf.constant(_document(vocabulary, special, text))
+  counts = np.zeros(len(text) + 1)
+  permute = tf.function(lambda seed: fim.permute_tf(document, seed, vocabulary, ids,
+                                                    (special[CODE_TOKEN], special[EOD_TOKEN]), 0.0, budget=1024)[0])
+  for seed in range(800):
+    body = permute(tf.constant([seed, 7], tf.int64)).numpy().tolist()[1:-1]
+    prefix = vocabulary.decode(body[1:body.index(ids.suffix)])
+    counts[len(prefix)] += 1
+  # First cut = the smaller of two uniform draws over 0..10: P(k) = (2 (10 - k) + 1) / 121.
+  expected = 800 * np.array([(2 * (10 - k) + 1) / 121 for k in range(11)])
+  assert np.all(np.abs(counts - expected) < 4 * np.sqrt(expected) + 3), (counts, expected)
+
+
+def test_a_chunk_ending_inside_a_character_and_an_example_too_long_stay_causal(vocabulary, special):
+  ids = fim.FimIds.of(vocabulary)
+  emoji = list(vocabulary.encode("🙂"))
+  assert len(emoji) == 4  # byte fallback: four ids
+  cut_inside = tf.constant([special[CODE_TOKEN]] + list(vocabulary.encode("x = 1\n")) + emoji[:2], tf.int32)
+  example, fim_format = fim.permute_tf(cut_inside, tf.constant([0, 0], tf.int64), vocabulary, ids,
+                                       (special[CODE_TOKEN], special[EOD_TOKEN]), 0.5, budget=1024)
+  assert int(fim_format) == 0 and example.numpy().tolist() == cut_inside.numpy().tolist()
+  document = tf.constant(_document(vocabulary, special, "x = 1\n"))
+  example, fim_format = fim.permute_tf(document, tf.constant([0, 0], tf.int64), vocabulary, ids,
+                                       (special[CODE_TOKEN], special[EOD_TOKEN]), 0.5, budget=int(tf.size(document)) + 2)
+  assert int(fim_format) == 0 and example.numpy().tolist() == document.numpy().tolist()
+
+
+def test_delivered_fim_and_spm_rates_match_the_configured_ones(vocabulary, special):
+  rng = np.random.default_rng(0)
+  texts = ["".join(rng.choice(list(ALPHABET[:40]), size=int(rng.integers(20, 400)))) for _ in range(600)]
+  documents = [_document(vocabulary, special, t) for t in texts]
+  config = UL2Config(fim_rate=0.5, fim_spm_rate=0.25)
+  examples = _examples(vocabulary, special, documents, config)
+  assert config.names == ("span_corruption_3_0.15", "span_corruption_32_0.5", "prefix_lm", "causal_lm",
+                          "fim_psm", "fim_spm")
+  counts = np.bincount([ex["objective"] for ex in examples], minlength=6)
+  whole = [ex for ex in examples if len(ex["inputs"]) + len(ex["targets"]) >= 2]
+  n = len(whole)
+  causal_share = counts[3:].sum() / n
+  fim_share = counts[4:].sum() / counts[3:].sum()
+  spm_share = counts[5] / counts[4:].sum()
+  sd = lambda p, m: np.sqrt(p * (1 - p) / m)  # noqa: E731
+  assert abs(causal_share - 0.6) < 4 * sd(0.6, n)
+  assert abs(fim_share - 0.5) < 4 * sd(0.5, counts[3:].sum()) + 0.01  # a few FIM chunks do not fit: causal
+  assert abs(spm_share - 0.25) < 4 * sd(0.25, counts[4:].sum())
+  ids = fim.FimIds.of(vocabulary)
+  for ex in examples:  # sentinels only in FIM examples, rows within the sequence length
+    assert len(ex["inputs"]) + len(ex["targets"]) <= SEQ
+    sentinels = {ids.prefix, ids.suffix, ids.middle} & set(ex["targets"] + ex["inputs"])
+    assert bool(sentinels) == (ex["objective"] >= 4), ex
+
+
+def test_fim_chunks_leave_room_for_the_sentinels_and_pack_to_full_rows(vocabulary, special):
+  config = UL2Config(fim_rate=1.0, **CAUSAL_ONLY)
+  assert raw_lengths(config, SEQ, EXTRA_IDS)[-1] == SEQ - fim.FIM_RESERVE
+  long_text = "".join(f"value_{i} = {i} * 2  # line {i}\n" for i in range(200))
+  examples = _examples(vocabulary, special, [_document(vocabulary, special, long_text)], config)
+  assert all(ex["objective"] in (4, 5) for ex in examples)
+  assert max(len(ex["targets"]) for ex in examples) > SEQ - fim.FIM_RESERVE  # sentinels on a full chunk
+  ds = tf.data.Dataset.from_generator(lambda: iter(examples[:-1]), output_signature={
+      "inputs": tf.TensorSpec([None], tf.int32), "targets": tf.TensorSpec([None], tf.int32),
+      "objective": tf.TensorSpec([], tf.int32)})
+  rows = list(DecoderOnlyPrefixLMConverter(pack=True)(ds, {"inputs": SEQ, "targets": SEQ}).as_numpy_iterator())
+  assert all(row["decoder_target_tokens"].shape == (SEQ,) for row in rows)
+  # Read causally (an empty prefix: only each example's first position is "prefix"), loss on every token.
+  assert all(row["decoder_causal_attention"].sum() == row["decoder_segment_ids"].max() for row in rows)
+  assert sum(int(row["decoder_loss_weights"].sum()) for row in rows) == sum(len(ex["targets"]) for ex in examples[:-1])
+
+
+def test_fim_off_is_the_paper_mixture_draw_for_draw(vocabulary, special):
+  rng = np.random.default_rng(3)
+  documents = [_document(vocabulary, special, "".join(rng.choice(list(ALPHABET[:40]), size=300))) for _ in range(40)]
+  paper = _examples(vocabulary, special, documents, UL2Config())
+  assert UL2Config().draw_rates == (0.1, 0.1, 0.2, 0.6) and len(UL2Config().names) == 4
+  assert paper == _examples(vocabulary, special, documents, UL2Config(fim_rate=0.0, fim_spm_rate=0.9))
+  assert {ex["objective"] for ex in paper} == {0, 1, 2, 3}
+
+
+class _VocabularyWithoutFim:
+  """A vocabulary trained before FIM: every FIM piece is unknown."""
+  sentencepiece_model_file = "/runs/old/spm.model"
+
+  class tokenizer:  # noqa: N801
+    piece_to_id = staticmethod(lambda piece: 2)
+    unk_id = staticmethod(lambda: 2)
+
+
+def test_a_vocabulary_without_sentinels_is_refused_for_fim_naming_its_file(vocabulary, special):
+  with pytest.raises(ValueError, match=r"/runs/old/spm\.model has no <fim_prefix> / <fim_suffix> / <fim_middle>"):
+    fim.FimIds.of(_VocabularyWithoutFim())
+  with pytest.raises(ValueError, match="UL2Config.fim_rate must be within"):
+    UL2Config(fim_rate=1.5)
+
+
+def test_registered_ul2_tasks_deliver_fim_from_the_cache(tmp_path):
+  root = str(tmp_path)
+  _, vocabulary = code_corpus.build(root, extra_ids=EXTRA_IDS)
+  names = tasks.register_tasks(root, vocabulary)
+  [name] = tasks.register_ul2_tasks(names[:1], UL2Config(fim_rate=1.0, **CAUSAL_ONLY))
+  ds = seqio.get_mixture_or_task(name).get_dataset({"inputs": 128, "targets": 128}, split="train", shuffle=False,
+                                                   use_cached=False, seed=0)
+  objectives = [int(ex["objective"]) for ex in ds.as_numpy_iterator()]
+  assert objectives and set(objectives) <= {3, 4, 5} and objectives.count(3) < len(objectives) / 4
