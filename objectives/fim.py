@@ -68,7 +68,8 @@ def frame(prefix: Sequence[int], suffix: Sequence[int], middle: Sequence[int], i
 
 def infilling_prompt(vocabulary, prefix: str, suffix: str, fim_format: str = PSM) -> list[int]:
   """An infilling prompt's ids after `[code]`: what the model continues with the middle, then `[eod]`."""
-  return frame(vocabulary.encode(prefix), vocabulary.encode(suffix), [], FimIds.of(vocabulary), fim_format)
+  ids = FimIds.of(vocabulary)  # first: a vocabulary without the sentinels is refused before any encoding
+  return frame(vocabulary.encode(prefix), vocabulary.encode(suffix), [], ids, fim_format)
 
 
 # ---------------------------------------------------------------------------------------------------

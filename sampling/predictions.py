@@ -3,7 +3,9 @@ predictions JSONL (what a resumed run finds complete), and the end-of-run summar
 
 Prompts: `qid`, `language`, `prompt`, optional `stop` (a list of strings; default: the language's,
 languages.py); other fields pass through. A (qid, language) pair is one prompt: BabelCode reuses qids
-across languages. Predictions: one line per sample with `qid`, `language`, `sample_id`, `code`,
+across languages. An infilling prompt has `prefix` and `suffix` instead of `prompt`, and optionally
+`format` (psm or spm, objectives/fim.py): its completion is the middle, ended by the model's `[eod]`
+(default stop list: none, as a middle may hold any line). Predictions: one line per sample with `qid`, `language`, `sample_id`, `code`,
 `finish_reason` (stop / eos / length), `num_tokens`, the passed-through fields, and
 `prompt_truncated: true` on the samples of a prompt cut by --truncate_prompts.
 """
@@ -17,7 +19,8 @@ import zlib
 
 import languages
 import storage
-from sampling.prompt_fit import EncodedPrompts
+from objectives import fim
+from sampling.prompt_fit import EncodedPrompts, Infill, Prompt
 from storage import parse_line, read_jsonl
 
 
@@ -27,18 +30,25 @@ def read_prompts(path: str) -> list[dict]:
   prompts, first_line = [], {}
   for number, record in read_jsonl(path):
     where = f"{path}:{number}"
-    missing = [k for k in ("qid", "language", "prompt") if k not in record]
+    infill = "prompt" not in record and ("prefix" in record or "suffix" in record)
+    missing = [k for k in ("qid", "language") + (("prefix", "suffix") if infill else ("prompt",)) if k not in record]
     if missing:
-      raise ValueError(f"{where}: a prompt needs qid, language and prompt; missing {missing}")
+      raise ValueError(f"{where}: a prompt needs qid, language and prompt (or prefix and suffix, to infill); "
+                       f"missing {missing}")
+    if "prompt" in record and ("prefix" in record or "suffix" in record):
+      raise ValueError(f"{where}: a prompt has either prompt or prefix and suffix (to infill), not both")
     if isinstance(record["qid"], bool) or not isinstance(record["qid"], (str, int)):
       raise ValueError(f"{where}: qid must be a string or an integer, got {json.dumps(record['qid'])[:40]}")
     if not isinstance(record["language"], str) or not record["language"]:
       raise ValueError(f"{where}: language must be a non-empty string, got {json.dumps(record['language'])[:40]}")
-    if not isinstance(record["prompt"], str):
-      raise ValueError(f"{where}: prompt must be a string, got {type(record['prompt']).__name__}")
+    for field in ("prefix", "suffix") if infill else ("prompt",):
+      if not isinstance(record[field], str):
+        raise ValueError(f"{where}: {field} must be a string, got {type(record[field]).__name__}")
+    if infill and record.get("format", fim.PSM) not in fim.FORMATS:
+      raise ValueError(f"{where}: format must be one of {', '.join(fim.FORMATS)}, got {json.dumps(record['format'])[:40]}")
     if "stop" in record and not (isinstance(record["stop"], list) and all(isinstance(s, str) for s in record["stop"])):
       raise ValueError(f"{where}: stop must be a list of strings")
-    if "stop" not in record:  # its stops are its language's: a name no language answers to is refused here
+    if "stop" not in record and not infill:  # its stops are its language's: an unknown name is refused here
       try:
         languages.get(record["language"])
       except ValueError as error:
@@ -50,6 +60,33 @@ def read_prompts(path: str) -> list[dict]:
     first_line[key] = number
     prompts.append(record)
   return prompts
+
+
+def is_infill(record: dict) -> bool:
+  return "prompt" not in record
+
+
+def sampler_prompt(record: dict) -> Prompt:
+  """What the sampler is given for a prompt record: its text, or an `Infill`."""
+  if is_infill(record):
+    return Infill(record["prefix"], record["suffix"], record.get("format", fim.PSM))
+  return record["prompt"]
+
+
+def stops(record: dict) -> list[str]:
+  """A prompt's stop sequences: its own, else its language's (none for an infilling prompt)."""
+  if "stop" in record:
+    return record["stop"]
+  return [] if is_infill(record) else list(languages.get(record["language"]).stops)
+
+
+def shown_prompt(record: dict) -> str:
+  """A prompt as `--show` prints it: an infilling prompt's middle marked where it goes."""
+  return f"{record['prefix']}<fim_middle>{record['suffix']}" if is_infill(record) else record["prompt"]
+
+
+# What a prompt record holds that its predictions do not repeat.
+PROMPT_FIELDS = ("prompt", "prefix", "suffix", "stop")
 
 
 def prompt_key(record: dict) -> tuple[str, str]:

@@ -5,13 +5,28 @@ completion. One that does not fit is refused by default (PromptsTooLong, naming 
 and the settings that would fit): a left-truncated prompt loses its instruction and signature, and a
 score over such prompts silently means something else (issue 40: pass@1 0.030 instead of 0.052).
 Truncation (keeping the last `room` tokens, as documents end at the completion) is the caller's
-explicit choice, and every truncated prompt is marked.
+explicit choice, and every truncated prompt is marked. An infilling prompt (`Infill`: a prefix and a
+suffix, framed by objectives/fim.py) is never truncated: cutting its start would cut `<fim_prefix>`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Sequence, Union
+
+from objectives import fim
+
+
+@dataclasses.dataclass(frozen=True)
+class Infill:
+  """An infilling prompt: the model writes what goes between `prefix` and `suffix` (the middle)."""
+
+  prefix: str
+  suffix: str
+  format: str = fim.PSM  # objectives/fim.py: psm or spm
+
+
+Prompt = Union[str, Infill]
 
 
 def prompt_room(context: int, max_decode_length: int) -> int:
@@ -28,6 +43,7 @@ class EncodedPrompts:
   lengths: tuple[int, ...]  # [code] + tokens, before truncation
   context: int
   max_decode_length: int
+  infilling: tuple[bool, ...] = ()  # which prompts are `Infill`s (never truncated); () for none
 
   @property
   def room(self) -> int:
@@ -47,18 +63,27 @@ class EncodedPrompts:
     return max(range(len(self.lengths)), key=self.lengths.__getitem__)
 
 
-def encode_prompts(vocabulary, begin_id: int, prompts: Sequence[str], context: int,
+def encode_prompts(vocabulary, begin_id: int, prompts: Sequence[Prompt], context: int,
                    max_decode_length: int, length_flag: str = "max_decode_length") -> EncodedPrompts:
-  """[code] + tokens of each prompt; one longer than the room keeps its last `room` tokens (and is
-  counted in `truncated`). Whether that is allowed is the caller's: see `check_fit`. A ValueError
-  naming `length_flag` when `max_decode_length` leaves no room at all."""
+  """[code] + tokens of each prompt (an `Infill` framed for fill-in-the-middle); one longer than the
+  room keeps its last `room` tokens (and is counted in `truncated`). Whether that is allowed is the
+  caller's: see `check_fit`. A ValueError naming `length_flag` when `max_decode_length` leaves no room
+  at all, or naming the vocabulary's file when an `Infill` meets a vocabulary without FIM sentinels."""
   room = prompt_room(context, max_decode_length)
   if room < 1:
     raise ValueError(f"{length_flag} {max_decode_length} leaves no room for a prompt in the model's context "
                      f"of {context} tokens")
-  full = [[int(begin_id)] + [int(i) for i in vocabulary.encode(p)] for p in prompts]
+
+  def tokens(prompt: Prompt) -> list[int]:
+    if isinstance(prompt, Infill):
+      return fim.infilling_prompt(vocabulary, prompt.prefix, prompt.suffix, prompt.format)
+    return vocabulary.encode(prompt)
+
+  full = [[int(begin_id)] + [int(i) for i in tokens(p)] for p in prompts]
+  infilling = tuple(isinstance(p, Infill) for p in prompts)
   return EncodedPrompts(ids=tuple(tuple(ids[-room:]) for ids in full), lengths=tuple(len(ids) for ids in full),
-                        context=context, max_decode_length=max_decode_length)
+                        context=context, max_decode_length=max_decode_length,
+                        infilling=infilling if any(infilling) else ())
 
 
 class PromptsTooLong(ValueError):
@@ -88,6 +113,15 @@ def too_long_message(encoded: EncodedPrompts, names: Sequence[str] | None = None
 
 
 def check_fit(encoded: EncodedPrompts, truncate: bool, names: Sequence[str] | None = None, **flags: str) -> None:
-  """Raises PromptsTooLong (with too_long_message) when a prompt does not fit and `truncate` is False."""
+  """Raises PromptsTooLong (with too_long_message) when a prompt does not fit and `truncate` is False,
+  or when an infilling prompt does not fit (those are never truncated)."""
   if encoded.num_truncated and not truncate:
     raise PromptsTooLong(too_long_message(encoded, names, **flags), encoded)
+  cut_infills = [i for i, (cut, infill) in enumerate(zip(encoded.truncated, encoded.infilling)) if cut and infill]
+  if cut_infills:
+    first = names[cut_infills[0]] if names is not None else f"prompt {cut_infills[0]}"
+    raise PromptsTooLong(
+        f"{len(cut_infills)} infilling prompts do not fit in the model's context of {encoded.context} tokens with "
+        f"{flags.get('length_flag', 'max_decode_length')} {encoded.max_decode_length} (the first, {first}, has "
+        f"{encoded.lengths[cut_infills[0]]} tokens); an infilling prompt is never truncated (its start holds "
+        "<fim_prefix>): shorten its prefix or suffix, or lower the decode length", encoded)

@@ -18,7 +18,7 @@ import storage
 from data.vocab import CODE_TOKEN, EOD_TOKEN, get_vocabulary
 from model import lora, sharding
 from model.transformer import Decoder
-from sampling.prompt_fit import EncodedPrompts, encode_prompts
+from sampling.prompt_fit import EncodedPrompts, Prompt, encode_prompts
 from sampling.sampler import Sampler
 from training.checkpoints import Checkpointer, abstract_with_shardings, read_params
 from training.run_info import read_adapters, read_checkpoint_dir, read_run_info
@@ -33,7 +33,7 @@ def split_checkpoint(checkpoint: str) -> tuple[str, int | None]:
   return checkpoint, None
 
 
-def encode_run_prompts(checkpoint: str, prompts: Sequence[str], max_decode_length: int,
+def encode_run_prompts(checkpoint: str, prompts: Sequence[Prompt], max_decode_length: int,
                        length_flag: str = "max_decode_length") -> EncodedPrompts:
   """The prompts as a run's sampler will feed them (its vocabulary, its context), from run.json and
   the vocabulary alone: whether they fit is known before a parameter is read."""

@@ -23,7 +23,6 @@ from typing import Sequence
 
 import numpy as np
 
-import languages
 import storage
 from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_file
 from sampling import predictions
@@ -88,8 +87,8 @@ def sample(run: SampleRun) -> int:
   # Whether the prompts fit (or any prompt at all) is known from run.json and the vocabulary: refused
   # before any parameter is read or a file written, and the sampler is given these ids (not encoding
   # them again).
-  encoded = restore.encode_run_prompts(run.checkpoint, [p["prompt"] for p in records], run.max_decode_length,
-                                       length_flag="--max_decode_length")
+  encoded = restore.encode_run_prompts(run.checkpoint, [predictions.sampler_prompt(p) for p in records],
+                                       run.max_decode_length, length_flag="--max_decode_length")
   try:
     check_fit(encoded, run.truncate_prompts, [f"{p['qid']} ({p['language']})" for p in records],
               length_flag="--max_decode_length", truncate_flag="--truncate_prompts")
@@ -120,7 +119,7 @@ def sample(run: SampleRun) -> int:
               disable=not primary) as bar:
       # Every prompt of the file goes to the sampler, those already complete skipped: the padded
       # width and the layout are then the uninterrupted run's, and so is every sample to the bit.
-      stops = [p.get("stop", list(languages.get(p["language"]).stops)) for p in records]
+      stops = [predictions.stops(p) for p in records]
       stream = sampler.stream(encoded, run.num_samples, config, seed=run.seed, stops=stops,
                               prompt_ids=[predictions.prompt_seed_id(p) for p in records],
                               skip=[not keep for keep in left], truncate=run.truncate_prompts)
@@ -128,7 +127,7 @@ def sample(run: SampleRun) -> int:
         prompt, truncated = records[index], encoded.truncated[index]
         lines = []
         for sample_id, completion in enumerate(completions):
-          record = {k: v for k, v in prompt.items() if k not in ("prompt", "stop")}
+          record = {k: v for k, v in prompt.items() if k not in predictions.PROMPT_FIELDS}
           record.update(qid=prompt["qid"], language=prompt["language"], sample_id=sample_id,
                         code=completion.text, finish_reason=completion.finish_reason,
                         num_tokens=completion.num_tokens)
@@ -145,6 +144,7 @@ def sample(run: SampleRun) -> int:
     if primary:
       print(f"wrote {samples} samples to {output}", flush=True)
       if run.show:
-        predictions.show_samples(output, {predictions.prompt_key(p): p["prompt"] for p in todo}, run.show)
+        predictions.show_samples(output, {predictions.prompt_key(p): predictions.shown_prompt(p) for p in todo},
+                                 run.show)
       predictions.report(output, predictions.summarize(output), encoded, run.truncate_prompts)
     return samples

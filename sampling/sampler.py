@@ -45,7 +45,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from model.decoding import decode_step, prefill_slots
 from model.sharding import BATCH_AXES
 from model.transformer import Decoder, PrefixSharedCache, init_prefix_shared_cache
-from sampling.prompt_fit import EncodedPrompts, check_fit, encode_prompts
+from sampling.prompt_fit import EncodedPrompts, Prompt, check_fit, encode_prompts
 from sampling.rows import Completion, completion_of, emit, stopped_rows
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 
@@ -256,7 +256,7 @@ class Sampler:
     encoded = encode_prompts(self.vocabulary, self.begin_id, [prompt], max_prompt_tokens, 0)
     return list(encoded.ids[0]), encoded.truncated[0]
 
-  def encode_prompts(self, prompts: Sequence[str], max_decode_length: int) -> EncodedPrompts:
+  def encode_prompts(self, prompts: Sequence[Prompt], max_decode_length: int) -> EncodedPrompts:
     """The prompts as `stream` feeds them, in this model's context (see sampling/prompt_fit.py)."""
     return encode_prompts(self.vocabulary, self.begin_id, prompts, self.model.config.max_length, max_decode_length)
 
@@ -326,13 +326,13 @@ class Sampler:
     state, _ = jax.lax.while_loop(cond, body, (state, jnp.zeros((), jnp.int32)))
     return state
 
-  def stream(self, prompts: Sequence[str] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
+  def stream(self, prompts: Sequence[Prompt] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
              max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None,
              truncate: bool = False) -> Iterator[tuple[int, list[Completion]]]:
     """(prompt index, its num_samples completions) for each prompt, as soon as all its samples end.
 
-    prompts: strings, or `encode_prompts`'s result for config.max_decode_length (a caller that has
+    prompts: strings or `Infill`s, or `encode_prompts`'s result for config.max_decode_length (a caller that has
     checked or counted them does not encode them twice). A prompt that does not fit in the context
     minus max_decode_length raises PromptsTooLong before anything runs, unless `truncate`: then it
     keeps its last tokens, and `encode_prompts(...).truncated` says which were cut.
@@ -436,7 +436,7 @@ class Sampler:
                                         num_samples, group, window, config)
     return init, decode
 
-  def sample(self, prompts: Sequence[str] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
+  def sample(self, prompts: Sequence[Prompt] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
              max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None,
              truncate: bool = False) -> list[list[Completion]]:

@@ -13,6 +13,7 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 import code_corpus
+import languages
 from data import tasks
 from data.vocab import CODE_TOKEN, EOD_TOKEN, MODE_TOKENS, special_token_ids
 from objectives import fim
@@ -200,3 +201,168 @@ def test_registered_ul2_tasks_deliver_fim_from_the_cache(tmp_path):
                                                    use_cached=False, seed=0)
   objectives = [int(ex["objective"]) for ex in ds.as_numpy_iterator()]
   assert objectives and set(objectives) <= {3, 4, 5} and objectives.count(3) < len(objectives) / 4
+
+
+# ---- a tiny model trained with FIM infills; one trained without does not --------------------------
+
+WORDS = code_corpus._WORDS  # words the tiny vocabulary knows
+
+
+def _copy_documents(rng, count):
+  """Documents whose middle the suffix gives away: a name defined, then used twice."""
+  out = []
+  for _ in range(count):
+    name, value = rng.choice(WORDS), int(rng.integers(10, 99))
+    out.append(f"def {name}(x):\n    return x + {value}\n\nprint({name}(1), {name}(2))\n")
+  return out
+
+
+def _train(vocabulary, special, texts, config, steps, seed=0):
+  import flax.linen as nn
+  import jax
+  import jax.numpy as jnp
+  import optax
+
+  from model.config import get_config
+  from model.transformer import Decoder, init_params
+  from training.step import loss_and_grads
+
+  documents = [_document(vocabulary, special, t) for t in texts]
+  ds = tf.data.Dataset.from_generator(lambda: ({"targets": d} for d in documents),
+                                      output_signature={"targets": tf.TensorSpec([None], tf.int32)})
+  features = {"targets": seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32)}
+  with seqio.utils.map_seed_manager(seed):
+    ds = ul2_objectives(ds.repeat(), {"inputs": 64, "targets": 64}, features, config=config,
+                        mode_token_ids=[special[t] for t in MODE_TOKENS],
+                        document_ids=(special[CODE_TOKEN], special[EOD_TOKEN]))
+  rows = DecoderOnlyPrefixLMConverter(pack=True)(ds.map(lambda ex: {k: ex[k] for k in ("inputs", "targets")}),
+                                                 {"inputs": 64, "targets": 64}).batch(8)
+  model = Decoder(get_config("tiny", vocab_size=vocabulary.vocab_size, max_length=64))
+  params = nn.unbox(init_params(model, jax.random.key(seed)))
+  optimizer = optax.adam(3e-3)
+  state = optimizer.init(params)
+
+  @jax.jit
+  def step(params, state, batch):
+    _, _, grads = loss_and_grads(model, params, batch, z_loss=1e-4)
+    updates, state = optimizer.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+
+  for batch, _ in zip(rows.as_numpy_iterator(), range(steps)):
+    params, state = step(params, state, {k: jnp.asarray(v, jnp.int32) for k, v in batch.items()})
+  return model, params
+
+
+def _middle_loss(vocabulary, special, model, params, texts):
+  """Mean cross-entropy per token of the name's middle (and the [eod] after it) in PSM prompts whose
+  prefix ends before the definition's name and whose suffix starts after it: one batch, right-padded."""
+  import jax
+  import jax.numpy as jnp
+
+  rows, spans = [], []
+  for text in texts:
+    prefix, middle, suffix = fim.split_text(text, text.index("def ") + 4, text.index("("))
+    prompt = [special[CODE_TOKEN]] + fim.infilling_prompt(vocabulary, prefix, suffix)
+    target = list(vocabulary.encode(middle)) + [special[EOD_TOKEN]]
+    rows.append(prompt + target)
+    spans.append((len(prompt), len(target)))
+  width = max(len(r) for r in rows)
+  tokens = jnp.asarray([r + [0] * (width - len(r)) for r in rows], jnp.int32)
+  logits, _ = jax.jit(model.apply)({"params": params}, tokens)
+  log_probs = np.asarray(jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1))
+  losses = [-log_probs[row, start - 1 + i, tokens[row, start + i]]
+            for row, (start, count) in enumerate(spans) for i in range(count)]
+  return float(np.mean(losses))
+
+
+@pytest.fixture(scope="module")
+def trained(vocabulary, special):
+  """Two tiny models trained alike on the same documents, one with the paper's mixture, one + FIM."""
+  train = _copy_documents(np.random.default_rng(11), 400)
+  return {"paper": _train(vocabulary, special, train, UL2Config(), steps=120),
+          "fim": _train(vocabulary, special, train, UL2Config(fim_rate=0.5), steps=120)}
+
+
+HELD_OUT = _copy_documents(np.random.default_rng(12), 40)
+
+
+def test_a_tiny_model_trained_with_fim_infills_better_than_one_trained_without(vocabulary, special, trained):
+  loss = {name: _middle_loss(vocabulary, special, *model_params, HELD_OUT) for name, model_params in trained.items()}
+  print(f"middle loss per token (nats): paper mixture {loss['paper']:.3f}, + FIM {loss['fim']:.3f}")
+  # Measured: 4.32 against 2.31 (120 steps); the margin asked for is half that gap.
+  assert loss["fim"] < loss["paper"] - 1.0, loss
+
+
+def test_the_sampler_frames_infilling_prompts_and_ends_the_middle_at_eod(vocabulary, special, trained):
+  # The sampler's greedy middles (through its cache, rows and stop handling) are those of recomputing
+  # the model over [code] + the framed prompt, token by token, until [eod].
+  import jax.numpy as jnp
+
+  from sampling.prompt_fit import Infill
+  from sampling.sampler import Sampler, SamplingConfig
+
+  model, params = trained["fim"]
+  prompts = []
+  for text, fim_format in zip(HELD_OUT[:4], (fim.PSM, fim.SPM) * 2):
+    prefix, _, suffix = fim.split_text(text, text.index("def ") + 4, text.index("("))
+    prompts.append(Infill(prefix, suffix, fim_format))
+  new_tokens = 8
+  sampler = Sampler(model, params, vocabulary, special[CODE_TOKEN], end_ids=[special[EOD_TOKEN]])
+  completions = sampler.sample(prompts, 1, SamplingConfig(temperature=0.0, max_decode_length=new_tokens,
+                                                          chunk_length=4, rows=8), seed=0)
+  for prompt, [completion] in zip(prompts, completions):
+    ids = [special[CODE_TOKEN]] + fim.infilling_prompt(vocabulary, prompt.prefix, prompt.suffix, prompt.format)
+    start = len(ids)
+    while len(ids) - start < new_tokens and ids[-1] != special[EOD_TOKEN]:
+      logits, _ = model.apply({"params": params}, jnp.asarray([ids], jnp.int32))
+      ids.append(int(jnp.argmax(logits[0, -1])))
+    ended = ids[-1] == special[EOD_TOKEN]
+    assert completion.text == vocabulary.decode(ids[start:len(ids) - ended])
+    assert completion.finish_reason == ("eos" if ended else "length")
+
+
+# ---- infilling prompts in sample.py's files -------------------------------------------------------
+
+
+def test_infilling_prompt_records_are_read_and_checked_by_line(tmp_path):
+  import json
+
+  from sampling import predictions
+  from sampling.prompt_fit import Infill
+
+  path = tmp_path / "prompts.jsonl"
+  good = [{"qid": "a", "language": "Python", "prefix": "def f():\n", "suffix": "\nprint(f())\n", "task": "x"},
+          {"qid": "b", "language": "Cobol", "prefix": "", "suffix": "", "format": "spm"},
+          {"qid": "c", "language": "Python", "prompt": "def g():\n"}]
+  path.write_text("".join(json.dumps(r) + "\n" for r in good))
+  records = predictions.read_prompts(str(path))
+  assert [predictions.sampler_prompt(r) for r in records] == [
+      Infill("def f():\n", "\nprint(f())\n"), Infill("", "", "spm"), "def g():\n"]
+  # A middle ends at [eod]: no stop sequence unless the record brings its own; any language name will do.
+  assert predictions.stops(records[0]) == [] and predictions.stops(records[1]) == []
+  assert predictions.stops(records[2]) == list(languages.get("Python").stops)
+  assert not set(predictions.PROMPT_FIELDS) & {"task", "format"}
+  for bad, message in (({"qid": "d", "language": "Python", "prefix": "x"}, r"prompts\.jsonl:4: .*missing \['suffix'\]"),
+                       ({"qid": "d", "language": "Python", "prompt": "", "prefix": "", "suffix": ""},
+                        r"prompts\.jsonl:4: a prompt has either prompt or prefix and suffix"),
+                       ({"qid": "d", "language": "Python", "prefix": "", "suffix": 3}, r":4: suffix must be a string"),
+                       ({"qid": "d", "language": "Python", "prefix": "", "suffix": "", "format": "pms"},
+                        r":4: format must be one of psm, spm")):
+    path.write_text("".join(json.dumps(r) + "\n" for r in good + [bad]))
+    with pytest.raises(ValueError, match=message):
+      predictions.read_prompts(str(path))
+
+
+def test_infilling_prompts_are_framed_and_never_truncated(vocabulary, special):
+  from sampling.prompt_fit import Infill, PromptsTooLong, check_fit, encode_prompts
+
+  ids = fim.FimIds.of(vocabulary)
+  encoded = encode_prompts(vocabulary, special[CODE_TOKEN], [Infill("a = ", "\nb = a\n"), "x = 1\n"], 64, 16)
+  assert encoded.ids[0] == tuple([special[CODE_TOKEN], ids.prefix] + list(vocabulary.encode("a = ")) + [ids.suffix]
+                                 + list(vocabulary.encode("\nb = a\n")) + [ids.middle])
+  assert encoded.infilling == (True, False)
+  long = encode_prompts(vocabulary, special[CODE_TOKEN], [Infill("x = 1\n" * 30, "")], 64, 16)
+  with pytest.raises(PromptsTooLong, match=r"1 infilling prompts do not fit .* never truncated"):
+    check_fit(long, truncate=True, names=["q (Python)"])
+  with pytest.raises(ValueError, match=r"/runs/old/spm\.model has no <fim_prefix>"):
+    encode_prompts(_VocabularyWithoutFim(), 3, [Infill("a", "b")], 64, 16)
