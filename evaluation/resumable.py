@@ -1,9 +1,9 @@
 """The one resumable scorer: predictions in, one result line per prediction out, metrics at the end.
 
 Every benchmark (typed HumanEval in 12 languages: evaluation/score.py; practical Python tasks:
-evaluation/practical/score.py) is scored by `score_predictions` here, and supplies only a `Benchmark`: how
-a prediction becomes the program that runs, how a batch of programs is run and judged, and how the
-results are summarised. The loop is the same for all:
+evaluation/practical/score.py; HumanEval-infilling: evaluation/infilling/score.py) is scored by
+`score_predictions` here, and supplies only a `Benchmark`: how a prediction becomes the program that
+runs, how a batch of programs is run and judged, and how the results are summarised. The loop is the same for all:
 - one writer per output folder (storage.exclusive_output);
 - DIR/results.jsonl is read back first; a prediction whose (language, qid, sample_id) is there with
   the same code and judged under the same settings (limits, tolerances: Benchmark.settings) is done; every new result is one flushed line, so a killed run loses at most the

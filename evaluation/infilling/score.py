@@ -1,0 +1,197 @@
+"""Score infilling predictions by execution: pass@k per HumanEval-infilling subset.
+
+sample.py's predictions for `python -m evaluation.infilling prompts` carry `qid` (the task id),
+`language`, `sample_id`, `code` (the generated middle) and `finish_reason`. Each middle is put between
+its problem's prefix and suffix and run with HumanEval's test in the sandbox (program.py says how the
+verdict is made tamper-proof). Scoring is evaluation/resumable.py's loop, the one every benchmark
+shares: DIR/results.jsonl gets one line per prediction as it finishes, so a killed run resumes and a
+rerun reuses every verdict it has; middles of one problem that are equal run once; with `--runner`,
+the same units run as an Apache Beam pipeline (evaluation/beam_scoring.py).
+
+DIR/metrics.json holds per subset: pass@k (the unbiased estimator, evaluation/passk.py; k no larger
+than the samples of every problem), the problems predicted (of the subset's size), the share of
+predictions passed / failed / error / timeout, and how many stopped at --max_decode_length or came
+from a truncated prompt; and for the file: the predictions whose qid is no problem of the scored
+subsets (unknown_qids), every line that is not a valid prediction (file:line: why), and what the run
+did (programs executed, verdicts reused).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import os
+from collections.abc import Mapping, Sequence
+
+import storage
+from evaluation import beam_scoring, resumable
+from evaluation.infilling.problems import Problem, Subset, problems_by_id
+from evaluation.infilling.program import JUDGE, TIMEOUT_S, Status, run_middle
+from evaluation.passk import DEFAULT_KS, mean_pass_at_k
+from evaluation.resumable import Prediction
+from languages import get as language_named
+from sandbox import batching, execution
+from sandbox.renderers.python import RENDERER as PYTHON
+
+LIMITS = execution.Limits(timeout_s=TIMEOUT_S)
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+  """A predictions file as read against the problems."""
+  predictions: list[Prediction]
+  invalid: list[str]              # file:line: why, for every line that is not a valid prediction
+  unknown_qids: int               # of them, lines whose qid names no problem of the scored subsets
+
+
+def read_predictions(path: str, problems: Mapping[str, Problem]) -> Read:
+  """The valid predictions of a sample.py output (the shared reader), counting unknown qids."""
+  unknown = 0
+
+  def resolve(record: dict) -> tuple[str, str]:
+    nonlocal unknown
+    qid = str(record["qid"])
+    if qid not in problems:
+      unknown += 1
+      raise ValueError(f"unknown qid {qid!r} (no problem of the subsets scored)")
+    language = language_named(record.get("language", "python")).name
+    if language != "python":
+      raise ValueError(f"language {record.get('language')!r}; HumanEval-infilling is Python")
+    return language, qid
+
+  predictions, invalid = resumable.read_predictions(path, resolve)
+  return Read(predictions, invalid, unknown)
+
+
+class InfillingBenchmark(resumable.Benchmark):
+  """HumanEval-infilling for the shared scorer: a program is the problem's check program with the
+  middle in place, so predictions of one problem with the same middle share one execution."""
+  command = "evaluation.infilling"
+
+  def __init__(self, problems: Mapping[str, Problem], limits: execution.Limits = LIMITS,
+               ks: Sequence[int] = DEFAULT_KS):
+    self.problems, self.limits, self.ks = problems, limits, tuple(ks)
+
+  def program(self, prediction: Prediction) -> str:
+    return self.problems[prediction.qid].program(prediction.code)
+
+  def settings(self, language: str) -> dict:
+    return {"limits": dataclasses.asdict(self.limits), "judge": JUDGE}
+
+  @staticmethod
+  def result_key(record: dict) -> tuple | None:
+    statuses = {s.value for s in Status}
+    return (record["language"], record["qid"], record["sample_id"]) if record.get("status") in statuses else None
+
+  def run(self, unit, stats):
+    version = execution.toolchain_version(PYTHON.toolchain)
+    stats.alone += len(unit)  # interpreted: nothing to build
+    return [{**run_middle(self.problems[p.qid], p.code, self.limits), "toolchain": version} for p in unit]
+
+  def summarise(self, predictions, results) -> dict:
+    by_subset: dict[Subset, list[Prediction]] = collections.defaultdict(list)
+    for p in predictions:
+      if p.key in results:
+        by_subset[self.problems[p.qid].subset].append(p)
+    out: dict = {"subsets": [s.value for s in Subset if s in by_subset]}
+    for subset, scored in by_subset.items():
+      out[subset.value] = {**subset_metrics(subset, [results[p.key] for p in scored], self.ks),
+                           **resumable.sampling_counts(scored)}
+    return out
+
+
+def infilling_benchmark(subsets: Sequence[Subset], limits: execution.Limits, ks: Sequence[int]) -> InfillingBenchmark:
+  """The benchmark of `subsets` (built again in each Beam worker)."""
+  return InfillingBenchmark(problems_by_id(subsets), limits, ks)
+
+
+def subset_metrics(subset: Subset, records: Sequence[dict], ks: Sequence[int]) -> dict:
+  """pass@k and the verdicts' shares over one subset's records (one per prediction)."""
+  per_problem: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+  for r in records:
+    per_problem[r["qid"]][0] += 1
+    per_problem[r["qid"]][1] += r["status"] == Status.PASSED.value
+  statuses = collections.Counter(r["status"] for r in records)
+  percent = lambda n: round(100 * n / len(records), 4) if records else None  # noqa: E731
+  return {**mean_pass_at_k({qid: (n, c) for qid, (n, c) in per_problem.items()}, ks=tuple(ks)),
+          **{f"percent_{s.value}": percent(statuses[s.value]) for s in Status},
+          "num_predictions": len(records), "num_problems": len(per_problem), "subset_size": subset.published_size,
+          "samples_per_problem": sorted({n for n, _ in per_problem.values()}),
+          "counts": {s.value: statuses[s.value] for s in Status}}
+
+
+def score(predictions_path: str, output_dir: str, subsets: Sequence[Subset] = tuple(Subset),
+          limits: execution.Limits = LIMITS, ks: Sequence[int] = DEFAULT_KS, workers: int | None = None,
+          batch_size: int = batching.DEFAULT_BATCH_SIZE, pipeline_args: Sequence[str] | None = None,
+          progress: bool = True) -> dict:
+  """Scores the predictions not yet in output_dir/results.jsonl and writes output_dir/metrics.json:
+  here with `workers` threads, or with `pipeline_args` (`--runner` and Beam's options) as a Beam
+  pipeline on that runner's workers."""
+  problems = problems_by_id(subsets)
+  read = read_predictions(predictions_path, problems)
+  scorer = InfillingBenchmark(problems, limits, ks)
+  if pipeline_args is None or beam_scoring.runs_here(pipeline_args):
+    lacking = execution.missing(PYTHON.toolchain)
+    if lacking:
+      raise RuntimeError(f"cannot run the infilling sandbox: missing {', '.join(lacking)}")
+  if pipeline_args is None:
+    results, report = resumable.score_predictions(scorer, read.predictions, output_dir, workers, batch_size,
+                                                  progress, source=predictions_path)
+  else:
+    make = functools.partial(infilling_benchmark, tuple(subsets), limits, tuple(ks))
+    results, report = beam_scoring.score_predictions(scorer, make, read.predictions, output_dir, pipeline_args,
+                                                     batch_size, source=predictions_path,
+                                                     workers=workers or os.cpu_count() or 1)
+  scoring = report.as_dict()
+  metrics = {"benchmark": "humaneval-infilling", "predictions": storage.resolve(predictions_path),
+             "limits": dataclasses.asdict(limits), "judge": JUDGE,
+             "toolchain": execution.toolchain_version(PYTHON.toolchain), "scored_now": scoring["scored_now"],
+             **scorer.summarise(read.predictions, results), "unknown_qids": read.unknown_qids,
+             "invalid_predictions": read.invalid, "unscored_predictions": report.unscored, "scoring": scoring}
+  storage.write_json(storage.join(output_dir, "metrics.json"), metrics)
+  return metrics
+
+
+COLUMNS = (("percent_passed", "% passed"), ("percent_failed", "% failed"), ("percent_error", "% error"),
+           ("percent_timeout", "% timed out"), ("percent_prompt_truncated", "% prompt truncated"),
+           ("percent_cut_by_length", "% at max length"))
+
+
+def table(metrics: dict) -> str:
+  """The per-subset markdown table printed at the end of a run."""
+  ks = sorted({k for s in metrics["subsets"] for k in metrics[s] if k.startswith("pass@")}, key=lambda k: int(k[5:]))
+  header = ["subset", "problems", "predictions", *ks, *(title for _, title in COLUMNS)]
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for name in metrics["subsets"]:
+    m = metrics[name]
+    cells = [name, f"{m['num_problems']} of {m['subset_size']}", str(m["num_predictions"])]
+    cells += [f"{m[k]:.4f}" if isinstance(m.get(k), float) else "–" for k in ks]
+    cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def summary(metrics: dict) -> str:
+  """What a scoring run prints: the table, what it ran, and every count that qualifies the scores."""
+  scoring = metrics["scoring"]
+  lines = [table(metrics) if metrics["subsets"] else "no prediction scored", "",
+           f"scored now: {metrics['scored_now']} predictions with {scoring['programs_executed']} executions "
+           f"({scoring['duplicates_reused']} reused a verdict, {scoring['duplicates_reused_from_earlier_runs']} "
+           "of them from an earlier run)"]
+  partial = [f"{name} ({metrics[name]['num_problems']} of {metrics[name]['subset_size']})"
+             for name in metrics["subsets"] if metrics[name]["num_problems"] < metrics[name]["subset_size"]]
+  if partial:
+    lines.append(f"note: predictions cover part of a subset: {', '.join(partial)}; pass@k is over those problems")
+  if metrics["unknown_qids"]:
+    lines.append(f"warning: {metrics['unknown_qids']} predictions name a qid that is no problem of the subsets "
+                 "scored (listed below with the invalid lines)")
+  for message in metrics["invalid_predictions"][:20]:
+    lines.append(f"invalid prediction: {message}")
+  extra = len(metrics["invalid_predictions"]) - 20
+  if extra > 0:
+    lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
+  lines += metrics["unscored_predictions"][:20]
+  lines += resumable.sampling_warnings({name: metrics[name] for name in metrics["subsets"]})
+  lines += resumable.unscored_lines(metrics["unscored_predictions"])
+  return "\n".join(lines)
