@@ -5,6 +5,8 @@
   python -m experiments.ablation --launcher tpu --zone us-central2-b --corpus gs://BUCKET/corpus \
       --output gs://BUCKET/ablation [--tpu_name codelm-{cell}]
   python -m experiments.ablation --collect_only --output ABL_DIR [--sizes ... --mixtures ...]
+  python -m experiments.ablation --sizes tiny --mixtures natural --objectives paper,fim --corpus CORPUS_DIR \
+      --steps 1000 --output ABL_DIR
 
 Each cell is one train.py run (runs/ablation.gin locally, runs/pretrain.gin on TPU, then models/<size>.gin
 and mixtures/<mixture>.gin) with MODEL_DIR = ABL_DIR/<size>_<mixture> and its console in train.log there.
@@ -13,7 +15,11 @@ record at the last step) is not rerun, a half-finished one resumes from its chec
 only prints one tpu/launch.py command per cell (default grid: the paper's 1b/2b/4b x natural, unimax_1..4);
 when those runs finish, --collect_only --output gs://BUCKET/ablation reads their metrics from the bucket.
 `--repeat SIZE:MIXTURE` trains a second copy of a cell with another train.seed, so the table shows which
-differences are seed noise. Extra --gin.NAME=VALUE flags go to every cell's train.py.
+differences are seed noise. Extra --gin.NAME=VALUE flags go to every cell's train.py. `--objectives paper,fim` adds the objective axis:
+each cell also trained with fill-in-the-middle (gin_configs/objectives/fim.gin) as <size>_<mixture>_fim,
+compared in results.md's "Objective" section and fig_objective.png (HumanEval pass@1 from
+<cell>/scores/humaneval/, infilling pass@1 from <cell>/scores/infilling/: experiments.score_grid
+--datasets humaneval,infilling).
 
 Outputs in ABL_DIR: results.csv and results.md (per-language validation loss of the last eval record of
 each cell, high- and low-resource means, pass@k from <cell>/scores/metrics.json where predictions were
@@ -39,8 +45,8 @@ import storage
 from experiments import paper_results
 # The grid and the results live in experiments/ablation_grid.py and experiments/ablation_results.py;
 # their names are re-exported here, where the runner's have always been found.
-from experiments.ablation_grid import (GIN_DIR, NATURAL, OWNED_BINDINGS, ROOT, Cell, available, default_steps,
-                                       make_grid, parse_bindings, train_args)
+from experiments.ablation_grid import (GIN_DIR, NATURAL, OBJECTIVE_GINS, OWNED_BINDINGS, PAPER, ROOT, Cell,
+                                       available, default_steps, make_grid, parse_bindings, train_args)
 from experiments.ablation_results import (Result, change_vs_natural, collect, last_validation, markdown,
                                           pass_at_k, passk_change_vs_natural, plot_change, plot_mean_loss,
                                           read_json_or_none, report, seed_spread, table_rows, write_csv)
@@ -165,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--sizes", type=_names, default=None, help="comma-separated (default: tiny,mini; tpu: 1b,2b,4b)")
   p.add_argument("--mixtures", type=_names, default=None, help="comma-separated (default: natural,unimax_1..4)")
+  p.add_argument("--objectives", type=_names, default=[PAPER],
+                 help=f"comma-separated, of {', '.join(OBJECTIVE_GINS)} (default: paper; fim: + fill-in-the-middle)")
   p.add_argument("--corpus", default=None, help="CORPUS_DIR with spm.model and cache/ (required to train)")
   p.add_argument("--steps", type=int, default=None, help="TRAIN_STEPS (default: each models/<size>.gin's)")
   p.add_argument("--output", required=True, help="ABL_DIR: a folder per cell, the tables and figures")
@@ -196,7 +204,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_train) -> int:
     if unknown:
       p.error(f"no {GIN_DIR}/{kind}/ file for {', '.join(unknown)}; choose from {', '.join(available(kind))}")
   try:
-    cells = make_grid(sizes, mixtures, args.repeat, seed)
+    cells = make_grid(sizes, mixtures, args.repeat, seed, args.objectives)
   except ValueError as error:
     p.error(str(error))
   run_gin = args.run_gin or RUN_GIN[args.launcher]

@@ -1,6 +1,7 @@
-"""The ablation's grid: cells of model size x data mixture, and each cell's train.py flags.
+"""The ablation's grid: cells of model size x data mixture (x objective), and each cell's train.py flags.
 
-Sizes and mixtures are what gin_configs/models/ and gin_configs/mixtures/ offer; experiments/ablation.py
+Sizes and mixtures are what gin_configs/models/ and gin_configs/mixtures/ offer; the objective is the
+paper's mixture or it + fill-in-the-middle (gin_configs/objectives/fim.gin). experiments/ablation.py
 trains the cells, experiments/ablation_results.py collects what they logged.
 """
 
@@ -19,16 +20,33 @@ OWNED_BINDINGS = {"MODEL_DIR": "--output", "CORPUS_DIR": "--corpus", "TRAIN_STEP
                   "MODEL_SIZE": "--sizes", "MIXTURE_OR_TASK_NAME": "--mixtures"}
 
 
+# The objective axis: the paper's UL2 + causal-LM mixture, or it with FIM on half the causal-LM share.
+PAPER, FIM = "paper", "fim"
+OBJECTIVE_GINS = {PAPER: (), FIM: (f"{GIN_DIR}/objectives/fim.gin",)}
+
+
 @dataclasses.dataclass(frozen=True)
 class Cell:
   size: str
   mixture: str
   seed: int = 0  # train.seed
   repeat: bool = False  # a second copy of a cell, to measure seed noise
+  objective: str = PAPER
 
   @property
   def name(self) -> str:
-    return f"{self.size}_{self.mixture}" + (f"_seed{self.seed}" if self.repeat else "")
+    return (f"{self.size}_{self.mixture}" + ("_fim" if self.objective == FIM else "")
+            + (f"_seed{self.seed}" if self.repeat else ""))
+
+
+def parse_cell_name(name: str) -> tuple[str, str, str] | None:
+  """(size, mixture, objective) of a first-seed cell's directory name, or None for another name."""
+  size, sep, rest = name.partition("_")
+  if not sep or not rest or "_seed" in rest:
+    return None
+  if rest.endswith("_fim"):
+    return size, rest[:-len("_fim")], FIM
+  return size, rest, PAPER
 
 
 def available(kind: str) -> list[str]:
@@ -46,17 +64,23 @@ def default_steps(size: str) -> int:
   return int(found.group(1))
 
 
-def make_grid(sizes: Sequence[str], mixtures: Sequence[str], repeats: Sequence[str], seed: int = 0) -> list[Cell]:
-  """sizes x mixtures, then one repeat per `SIZE:MIXTURE` with the next seed."""
-  cells = [Cell(size, mixture, seed) for size in sizes for mixture in mixtures]
+def make_grid(sizes: Sequence[str], mixtures: Sequence[str], repeats: Sequence[str], seed: int = 0,
+              objectives: Sequence[str] = (PAPER,)) -> list[Cell]:
+  """sizes x mixtures x objectives, then one repeat per `SIZE:MIXTURE` (of the first objective) with
+  the next seed."""
+  unknown = [o for o in objectives if o not in OBJECTIVE_GINS]
+  if unknown:
+    raise ValueError(f"--objectives: unknown {', '.join(unknown)}; choose from {', '.join(OBJECTIVE_GINS)}")
+  cells = [Cell(size, mixture, seed, objective=objective)
+           for size in sizes for mixture in mixtures for objective in objectives]
   if not cells:
-    raise ValueError("the grid is empty: give at least one size and one mixture")
+    raise ValueError("the grid is empty: give at least one size, one mixture and one objective")
   for spec in repeats:
     size, _, mixture = spec.partition(":")
-    if Cell(size, mixture, seed) not in cells:
+    if Cell(size, mixture, seed, objective=objectives[0]) not in cells:
       raise ValueError(f"--repeat {spec!r}: expected SIZE:MIXTURE of a cell in the grid, "
                        f"e.g. {cells[0].size}:{cells[0].mixture}")
-    cells.append(Cell(size, mixture, seed + 1, repeat=True))
+    cells.append(Cell(size, mixture, seed + 1, repeat=True, objective=objectives[0]))
   return cells
 
 
@@ -65,6 +89,7 @@ def train_args(cell: Cell, run_gin: str, model_dir: str, corpus_dir: str, steps:
   """train.py's flags for one cell; steps None keeps the model file's TRAIN_STEPS."""
   args = [f"--gin_file={run_gin}", f"--gin_file={GIN_DIR}/models/{cell.size}.gin",
           f"--gin_file={GIN_DIR}/mixtures/{cell.mixture}.gin",
+          *(f"--gin_file={path}" for path in OBJECTIVE_GINS[cell.objective]),
           f"--gin.MODEL_DIR={model_dir!r}", f"--gin.CORPUS_DIR={corpus_dir!r}"]
   args += [f"--gin.TRAIN_STEPS={steps}"] if steps is not None else []
   args += list(bindings)

@@ -18,7 +18,7 @@ import storage
 from languages import BY_NAME, HIGH_RESOURCE, LANGUAGES, LOW_RESOURCE, Language
 from sandbox.renderers import NOT_EVALUATED
 from experiments import paper_results
-from experiments.ablation_grid import NATURAL, Cell, available
+from experiments.ablation_grid import FIM, NATURAL, PAPER, Cell, available
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,6 +67,8 @@ class Result:
   step: int
   losses: dict[str, float]  # language name -> validation loss (nats per target token)
   passk: dict[str, float]
+  humaneval: dict[str, float] = dataclasses.field(default_factory=dict)  # LANGUAGE/pass@K, scores/humaneval/
+  infilling: dict[str, float] = dataclasses.field(default_factory=dict)  # SUBSET/pass@K, scores/infilling/
 
 
 def collect(output: str, cells: Sequence[Cell]) -> tuple[list[Result], list[Cell]]:
@@ -77,8 +79,24 @@ def collect(output: str, cells: Sequence[Cell]) -> tuple[list[Result], list[Cell
     if step is None:
       missing.append(cell)
     else:
-      results.append(Result(cell, step, losses, pass_at_k(storage.join(output, cell.name, "scores", "metrics.json"))))
+      scores = storage.join(output, cell.name, "scores")
+      results.append(Result(cell, step, losses, pass_at_k(storage.join(scores, "metrics.json")),
+                            pass_at_k(storage.join(scores, "humaneval", "metrics.json")),
+                            pass_at_k(storage.join(scores, "infilling", "metrics.json"))))
   return results, missing
+
+
+def mean_pass_at(values: Mapping[str, float], k: int = 1) -> float:
+  """The mean over languages (or subsets) of OUTER/pass@k; nan when none was scored."""
+  found = [v for key, v in values.items() if key.endswith(f"/pass@{k}")]
+  return sum(found) / len(found) if found else math.nan
+
+
+def objective_pairs(results: Sequence[Result]) -> list[tuple[Result, Result]]:
+  """(paper, + FIM) results of the same size, mixture and seed, in grid order."""
+  fim = {(r.cell.size, r.cell.mixture, r.cell.seed): r for r in results if r.cell.objective == FIM}
+  return [(r, fim[key]) for r in results if r.cell.objective == PAPER
+          and (key := (r.cell.size, r.cell.mixture, r.cell.seed)) in fim]
 
 
 def group_mean(values: Mapping[str, float], group: Sequence[Language]) -> float:
@@ -208,6 +226,8 @@ def markdown(results: Sequence[Result], missing: Sequence[Cell]) -> str:
   if missing:
     out += ["", f"No validation record yet (left out): {', '.join(c.name for c in missing)}."]
 
+  fim_pairs = objective_pairs(results)
+  results = [r for r in results if r.cell.objective == PAPER]  # the mixture comparisons: paper objective only
   changes = change_vs_natural(results)
   if changes:
     out += ["", "## % change of validation loss against Natural", "",
@@ -245,7 +265,26 @@ def markdown(results: Sequence[Result], missing: Sequence[Cell]) -> str:
         [cell, seeds[cell], *(_number(diffs.get(l.name, math.nan), "{:.4f}") for l in languages),
          _number(diffs["high_resource_mean"], "{:.4f}"), _number(diffs["low_resource_mean"], "{:.4f}"),
          _number(diffs["mean"], "{:.4f}")] for cell, diffs in spread.items()])
+  if fim_pairs:
+    out += ["", "## Objective: the paper's mixture against + fill-in-the-middle", "",
+            "Each pair trained alike but for gin_configs/objectives/fim.gin (FIM on half the causal-LM share). "
+            "HumanEval pass@1: mean over the languages scored in `scores/humaneval/` (typed HumanEval, "
+            "left to right); infilling pass@1: HumanEval-infilling's single-line subset in `scores/infilling/` "
+            "(a model never trained to infill is expected near 0). Mean loss: over the languages' validation "
+            "splits (the FIM cell's validation rows hold FIM examples too). \"FIM for free\" holds where "
+            "the + FIM column of HumanEval pass@1 and of loss is within seed noise of the paper's.", ""]
+    out += _markdown_table(
+        ["size", "mixture", "HumanEval pass@1", "+ FIM", "infilling pass@1", "+ FIM", "mean loss", "+ FIM"],
+        [[paper.cell.size, paper.cell.mixture,
+          *(_number(mean_pass_at(r.humaneval)) for r in (paper, fim)),
+          *(_number(r.infilling.get("single-line/pass@1", math.nan)) for r in (paper, fim)),
+          *(_number(_mean(r.losses.values())) for r in (paper, fim))] for paper, fim in fim_pairs])
   return "\n".join(out).rstrip() + "\n"
+
+
+def _mean(values) -> float:
+  values = list(values)
+  return sum(values) / len(values) if values else math.nan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,6 +345,8 @@ def plot_change(results: Sequence[Result], sizes: Sequence[str], path: str) -> b
   """Figure 6: % change of validation loss against Natural per language (high- to low-resource), a bar
   per mixture, a panel per size; grey: ± the seed spread where a cell of that size was repeated.
   Returns False (and draws nothing) when no size has Natural and another mixture."""
+  fim_pairs = objective_pairs(results)
+  results = [r for r in results if r.cell.objective == PAPER]  # the mixture comparisons: paper objective only
   changes = change_vs_natural(results)
   panels = [s for s in sizes if s in changes]
   if not panels:
@@ -354,6 +395,35 @@ def _bars_per_mixture(ax, changes: Mapping[str, Mapping[str, float]], mixtures: 
   ax.axhline(0, color="black", linewidth=0.8)
 
 
+def plot_objective(results: Sequence[Result], path: str) -> bool:
+  """Paper mixture against + FIM per (size, mixture): HumanEval pass@1 and infilling pass@1 side by
+  side, as bars; False (nothing written) when the grid has no pair."""
+  pairs = objective_pairs(results)
+  if not pairs:
+    return False
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  labels = [f"{p.cell.size}\n{_label(p.cell.mixture)}" for p, _ in pairs]
+  measures = (("HumanEval pass@1 (left to right)", lambda r: mean_pass_at(r.humaneval)),
+              ("HumanEval-infilling pass@1 (single-line)", lambda r: r.infilling.get("single-line/pass@1", math.nan)))
+  figure, axes = plt.subplots(1, 2, figsize=(4 + 1.6 * len(pairs), 3.6))
+  for ax, (title, value) in zip(axes, measures):
+    for offset, (name, index) in ((-0.2, ("paper's mixture", 0)), (0.2, ("+ FIM", 1))):
+      heights = [value(pair[index]) for pair in pairs]
+      ax.bar([i + offset for i in range(len(pairs))], [0 if math.isnan(h) else h for h in heights], 0.4,
+             label=name, color=f"C{index}")
+    ax.set_xticks(range(len(pairs)), labels)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel("pass@1")
+  axes[0].legend(fontsize=8)
+  figure.tight_layout()
+  storage.save_figure(figure, path, dpi=120)
+  plt.close(figure)
+  return True
+
+
 def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: Sequence[str],
            k_overrides: Mapping[str, int] | None = None) -> list[str]:
   """Writes results.csv, results.md and the figures into output (and the paper's figures and tables
@@ -366,8 +436,11 @@ def report(output: str, cells: Sequence[Cell], sizes: Sequence[str], mixtures: S
            ("results.csv", "results.md", "fig5_mean_loss.png", "fig6_change_vs_natural.png")]
   write_csv(paths[0], columns, rows)
   storage.write_atomic(paths[1], markdown(results, missing))
-  plot_mean_loss(results, sizes, mixtures, paths[2])
-  if not plot_change(results, sizes, paths[3]):
+  paper = [r for r in results if r.cell.objective == PAPER]  # the mixture figures: paper objective only
+  plot_mean_loss(paper, sizes, mixtures, paths[2])
+  if not plot_change(paper, sizes, paths[3]):
     paths.pop()
+  if plot_objective(results, storage.join(output, "fig_objective.png")):
+    paths.append(storage.join(output, "fig_objective.png"))
   paths += paper_results.write(output, sizes, mixtures, k_overrides=k_overrides)
   return paths

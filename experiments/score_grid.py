@@ -1,10 +1,10 @@
 """Sample and score every trained cell of an ablation grid, then draw the paper's figures from it.
 
-  python -m experiments.score_grid --grid ABL_DIR [--datasets humaneval,translation,NAME=FILE:TASK[:SOURCE]] \
+  python -m experiments.score_grid --grid ABL_DIR [--datasets humaneval,translation,infilling,NAME=FILE:TASK[:SOURCE]] \
       [--sizes tiny,mini] [--mixtures natural,unimax_1] [--languages all] [--limit N] \
       [--num_samples N] [--max_decode_length L] [--workers N] [--truncate_prompts] [--dry_run]
 
-A cell is experiments.ablation's <size>_<mixture> directory with done.json (a finished train.py run).
+A cell is experiments.ablation's <size>_<mixture>[_fim] directory with done.json (a finished train.py run).
 Per dataset, the prompts are written once to ABL_DIR/prompts/<dataset>.jsonl; per cell, sample.py
 (gin_configs/sample/humaneval.gin for generation, translation.gin for translation, with --num_samples
 and --max_decode_length as overrides) writes <cell>/predictions/<dataset>.jsonl and evaluation.score
@@ -12,8 +12,9 @@ writes <cell>/scores/<dataset>/, both resumable, so a rerun only does what is mi
 experiments.paper_results draws fig5_passk.png, fig6_passk_relative_change.png and paper_tables.md in
 ABL_DIR at the paper's k (100 generation, 25 translation), or at the samples per problem where fewer.
 
-Datasets: `humaneval` (typed HumanEval, generation), `translation` (HumanEval from Python), or
-NAME=FILE:TASK[:SOURCE] for a typed question file (e.g. converted by `python -m evaluation.humaneval.babelcode`):
+Datasets: `humaneval` (typed HumanEval, generation), `translation` (HumanEval from Python), `infilling`
+(HumanEval-infilling's single-line subset, gin_configs/sample/infilling.gin, scored by
+evaluation.infilling at pass@1: the objective axis's second measure), or NAME=FILE:TASK[:SOURCE] for a typed question file (e.g. converted by `python -m evaluation.humaneval.babelcode`):
 `bc_transcoder_cpp=transcoder.jsonl:translation:C++`, `bc_mbpp=mbpp.jsonl:generation`.
 This runs every cell on this machine, one after another; on a TPU grid, sample each cell where it was
 trained and point experiments.paper_results at the bucket.
@@ -33,20 +34,26 @@ from collections.abc import Callable, Sequence
 import storage
 from evaluation import prompts as benchmark_prompts
 from evaluation import score as scoring
+from evaluation.infilling import prompts as infilling_prompts
+from evaluation.infilling import score as infilling_scoring
+from evaluation.infilling.problems import Subset
 from sandbox.judge import Status
 from experiments import paper_results
+from experiments.ablation_grid import FIM, parse_cell_name
 from model.config import SIZES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE_GINS = {"generation": os.path.join("gin_configs", "sample", "humaneval.gin"),
-               "translation": os.path.join("gin_configs", "sample", "translation.gin")}
+               "translation": os.path.join("gin_configs", "sample", "translation.gin"),
+               "infilling": os.path.join("gin_configs", "sample", "infilling.gin")}
+INFILLING_SUBSETS = (Subset.SINGLE_LINE,)
 
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
   name: str
   benchmark: str            # "humaneval" or a typed question file
-  task: str                 # generation | translation
+  task: str                 # generation | translation | infilling
   source_language: str = "python"
 
 
@@ -60,11 +67,13 @@ def parse_datasets(value: str) -> list[Dataset]:
       out.append(Dataset("humaneval", "humaneval", "generation"))
     elif item == "translation":
       out.append(Dataset("translation", "humaneval", "translation"))
+    elif item == "infilling":
+      out.append(Dataset("infilling", "humaneval-infilling", "infilling"))
     else:
       name, sep, spec = item.partition("=")
       parts = spec.split(":")
-      if not sep or not name or len(parts) not in (2, 3) or parts[1] not in SAMPLE_GINS:
-        raise ValueError(f"--datasets: {item!r} is not humaneval, translation or NAME=FILE:TASK[:SOURCE] "
+      if not sep or not name or len(parts) not in (2, 3) or parts[1] not in ("generation", "translation"):
+        raise ValueError(f"--datasets: {item!r} is not humaneval, translation, infilling or NAME=FILE:TASK[:SOURCE] "
                          "(TASK generation or translation)")
       if parts[1] == "generation" and len(parts) == 3:
         raise ValueError(f"--datasets: {item!r}: a source language is for translation only")
@@ -76,16 +85,17 @@ def parse_datasets(value: str) -> list[Dataset]:
 
 def finished_cells(grid: str, sizes: Sequence[str] | None, mixtures: Sequence[str] | None) -> list[tuple[str, str]]:
   """(size, mixture) of every cell directory with done.json, in the order sizes x mixtures if given,
-  else model sizes from the smallest up and mixtures by name."""
+  else model sizes from the smallest up and mixtures by name. A cell trained with FIM (the ablation's
+  objective axis) is (size, mixture + "_fim"), after its paper cell; `mixtures` names base mixtures."""
   cells = []
   for name in sorted(storage.listdir(grid)) if storage.isdir(grid) else []:
-    size, sep, mixture = name.rstrip("/").partition("_")
-    if sep and storage.exists(storage.join(grid, name.rstrip("/"), "done.json")):
-      cells.append((size, mixture))
+    parsed = parse_cell_name(name.rstrip("/"))
+    if parsed and storage.exists(storage.join(grid, name.rstrip("/"), "done.json")):
+      cells.append(parsed)
   order = list(sizes) if sizes else list(SIZES)  # smallest model first, as Figure 5's axis
   cells = [c for c in cells if c[0] in order and (not mixtures or c[1] in mixtures)]
-  cells.sort(key=lambda c: (order.index(c[0]), list(mixtures).index(c[1]) if mixtures else c[1]))
-  return cells
+  cells.sort(key=lambda c: (order.index(c[0]), list(mixtures).index(c[1]) if mixtures else c[1], c[2] == FIM))
+  return [(size, mixture + ("_fim" if objective == FIM else "")) for size, mixture, objective in cells]
 
 
 def sample_command(cell_dir: str, dataset: Dataset, prompts_path: str, predictions: str,
@@ -121,7 +131,11 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
   prompt_paths = {}
   for dataset in datasets:
     path = prompt_paths[dataset.name] = storage.join(grid, "prompts", f"{dataset.name}.jsonl")
-    if not dry_run and not storage.exists(path):
+    if dry_run or storage.exists(path):
+      continue
+    if dataset.task == "infilling":
+      infilling_prompts.write(infilling_prompts.humaneval_prompts(INFILLING_SUBSETS, limit), path)
+    else:
       benchmark_prompts.write_jsonl(benchmark_prompts.typed_prompts(
           dataset.benchmark, dataset.task, dataset.source_language, languages or scoring.EVALUATED, limit), path)
   for number, (size, mixture) in enumerate(cells, 1):
@@ -134,8 +148,12 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
       print(f"[cell {number}/{len(cells)}] {size}_{mixture} {dataset.name}: sampling", flush=True)
       if dry_run:
         print("  " + " ".join(command))
-        print(f"  python -m evaluation.score --predictions {predictions} --benchmark {dataset.benchmark} "
-              f"--output {scores} --k 1,{k_for(dataset, num_samples)}")
+        if dataset.task == "infilling":
+          print(f"  python -m evaluation.infilling score --predictions {predictions} --output_dir {scores} "
+                f"--subset {','.join(s.value for s in INFILLING_SUBSETS)} --k 1")
+        else:
+          print(f"  python -m evaluation.score --predictions {predictions} --benchmark {dataset.benchmark} "
+                f"--output {scores} --k 1,{k_for(dataset, num_samples)}")
         continue
       storage.makedirs(storage.dirname(predictions))
       if runner(command) != 0:
@@ -143,19 +161,28 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
               "rerun to resume", file=sys.stderr)
         return 1
       print(f"[cell {number}/{len(cells)}] {size}_{mixture} {dataset.name}: scoring", flush=True)
-      metrics = scoring.score(predictions, dataset.benchmark, scores, languages=None, workers=workers,
-                              ks=sorted({1, k_for(dataset, num_samples)}), progress=False)
       counts = collections.Counter()
-      for language in metrics["languages"]:
-        counts.update(metrics[language]["counts"])
+      if dataset.task == "infilling":
+        metrics = infilling_scoring.score(predictions, scores, INFILLING_SUBSETS, ks=[1], workers=workers,
+                                          progress=False)
+        for subset in metrics["subsets"]:
+          counts.update(metrics[subset]["counts"])
+      else:
+        metrics = scoring.score(predictions, dataset.benchmark, scores, languages=None, workers=workers,
+                                ks=sorted({1, k_for(dataset, num_samples)}), progress=False)
+        for language in metrics["languages"]:
+          counts.update(metrics[language]["counts"])
       totals.update(counts)
       print(f"  {sum(counts.values())} programs: {_counts(counts)}", flush=True)
   if dry_run:
     return 0
   print(f"all cells: {sum(totals.values())} programs: {_counts(totals)}; "
         f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
-  ks = {d.name: k_for(d, num_samples) for d in datasets}
-  sizes, mixtures = list(dict.fromkeys(s for s, _ in cells)), list(dict.fromkeys(m for _, m in cells))
+  # The paper's figures: its datasets, over the cells of the paper's objective (the FIM axis is
+  # experiments.ablation's "Objective" section).
+  ks = {d.name: k_for(d, num_samples) for d in datasets if d.task != "infilling"}
+  paper = [(s, m) for s, m in cells if not m.endswith("_fim")]
+  sizes, mixtures = list(dict.fromkeys(s for s, _ in paper)), list(dict.fromkeys(m for _, m in paper))
   for path in paper_results.write(grid, sizes, mixtures, None, ks):
     print(f"wrote {path}")
   return 0
@@ -169,7 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="python -m experiments.score_grid", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--grid", required=True, help="experiments.ablation's output directory")
-  parser.add_argument("--datasets", default="humaneval,translation")
+  parser.add_argument("--datasets", default="humaneval,translation",
+                      help="comma-separated: humaneval, translation, infilling, NAME=FILE:TASK[:SOURCE]")
   parser.add_argument("--sizes", help="comma-separated (default: every finished cell)")
   parser.add_argument("--mixtures", help="comma-separated (default: every finished cell)")
   parser.add_argument("--languages", default="all", help="comma-separated scoring languages, or all")

@@ -287,3 +287,76 @@ def test_score_grid_finds_finished_cells_and_prints_its_commands(tmp_path, capsy
     with pytest.raises(ValueError, match="--datasets"):
       score_grid.parse_datasets(bad)
   assert score_grid.main(["--grid", str(tmp_path / "nothing"), "--dry_run"]) == 2
+
+
+def test_the_objective_axis_trains_each_cell_with_fim_too(tmp_path, capsys):
+  calls = []
+  (tmp_path / "corpus").mkdir()
+  argv = ["--sizes", "tiny", "--mixtures", "natural", "--objectives", "paper,fim", "--corpus",
+          str(tmp_path / "corpus"), "--steps", "3", "--output", str(tmp_path / "abl")]
+  assert ablation.main(argv, runner=_fake_runner(calls)) == 0
+  assert "[cell 2/2] tiny_natural_fim: training 3 steps" in capsys.readouterr().out
+  assert "--gin_file=gin_configs/objectives/fim.gin" not in calls[0]
+  assert calls[1][3] == "--gin_file=gin_configs/objectives/fim.gin"  # after the mixture file
+  with pytest.raises(SystemExit):
+    ablation.main(argv[:5] + ["paper,fiim"] + argv[6:], runner=_fake_runner(calls))
+  assert "--objectives: unknown fiim; choose from paper, fim" in capsys.readouterr().err
+
+
+def test_the_objective_section_sets_pass_at_1_of_both_measures_side_by_side(tmp_path, capsys):
+  for cell, losses, humaneval, single_line in (("tiny_natural", {"python": 2.0, "go": 3.0}, (0.10, 0.20), 0.01),
+                                               ("tiny_natural_fim", {"python": 2.1, "go": 3.1}, (0.08, 0.20), 0.30),
+                                               ("tiny_unimax_1", {"python": 2.2, "go": 3.3}, (0.05, 0.05), None)):
+    _write_metrics(str(tmp_path / cell), losses)
+    scores = tmp_path / cell / "scores"
+    (scores / "humaneval").mkdir(parents=True)
+    (scores / "humaneval" / "metrics.json").write_text(json.dumps({
+        "languages": ["python", "go"], "python": {"pass@1": humaneval[0]}, "go": {"pass@1": humaneval[1]}}))
+    if single_line is not None:
+      (scores / "infilling").mkdir()
+      (scores / "infilling" / "metrics.json").write_text(json.dumps({
+          "subsets": ["single-line"], "single-line": {"pass@1": single_line, "num_problems": 1033}}))
+  argv = ["--collect_only", "--sizes", "tiny", "--mixtures", "natural,unimax_1", "--objectives", "paper,fim",
+          "--output", str(tmp_path)]
+  assert ablation.main(argv) == 0
+  md = (tmp_path / "results.md").read_text()
+  assert "## Objective: the paper's mixture against + fill-in-the-middle" in md
+  # HumanEval pass@1: mean over languages; infilling: the single-line subset; mean validation loss.
+  assert "| tiny | natural | 0.150 | 0.140 | 0.010 | 0.300 | 2.500 | 2.600 |" in md
+  assert "| tiny | unimax_1 |" not in md.split("## Objective")[1]  # no FIM cell: no pair
+  # The mixture comparison is over the paper's objective only: unimax_1 against natural, not natural_fim.
+  assert "| unimax_1 | +10.0% | +10.0% |" in md and "natural_fim |" not in md.split("## % change")[1].split("##")[0]
+  assert _is_png(tmp_path / "fig_objective.png")
+  assert "tiny_natural_fim" in [r["cell"] for r in _csv(tmp_path / "results.csv")]
+
+
+def test_score_grid_samples_infilling_prompts_and_scores_them_by_execution(tmp_path, capsys):
+  for cell in ("tiny_natural", "tiny_natural_fim"):
+    (tmp_path / cell).mkdir()
+    (tmp_path / cell / "done.json").write_text("{}")
+  assert score_grid.finished_cells(str(tmp_path), None, ["natural"]) == [("tiny", "natural"), ("tiny", "natural_fim")]
+  assert score_grid.main(["--grid", str(tmp_path), "--datasets", "infilling", "--dry_run"]) == 0
+  out = capsys.readouterr().out
+  assert "gin_configs/sample/infilling.gin" in out and f"--checkpoint={tmp_path / 'tiny_natural_fim'}" in out
+  assert (f"python -m evaluation.infilling score --predictions {tmp_path / 'tiny_natural_fim' / 'predictions' / 'infilling.jsonl'} "
+          f"--output_dir {tmp_path / 'tiny_natural_fim' / 'scores' / 'infilling'} --subset single-line --k 1") in out
+  # Scored for real on two problems: the canonical middle passes, a wrong one fails (sample.py faked).
+  from evaluation.infilling import problems
+
+  first = problems.load(problems.Subset.SINGLE_LINE)[:2]
+
+  def fake_sample(command):
+    flag = lambda name: next(a for a in command if a.startswith(f"--{name}="))[len(name) + 3:]  # noqa: E731
+    prompts = [json.loads(line) for line in open(flag("prompts"))]
+    output = flag("output")
+    with open(output, "w") as f:
+      for prompt, problem, code in zip(prompts, first, (first[0].middle, "    return None\n")):
+        assert prompt["qid"] == problem.task_id
+        f.write(json.dumps({"qid": prompt["qid"], "language": "Python", "sample_id": 0, "code": code,
+                            "finish_reason": "eos", "num_tokens": 5}) + "\n")
+    return 0
+
+  assert score_grid.run(str(tmp_path), score_grid.parse_datasets("infilling"), ["tiny"], ["natural"], limit=2,
+                        runner=fake_sample) == 0
+  metrics = json.loads((tmp_path / "tiny_natural_fim" / "scores" / "infilling" / "metrics.json").read_text())
+  assert metrics["single-line"]["pass@1"] == 0.5 and metrics["single-line"]["num_problems"] == 2

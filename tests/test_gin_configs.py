@@ -68,3 +68,22 @@ def test_pretraining_takes_the_papers_objective_without_mode_tokens_unless_asked
     assert config.rates == (0.1, 0.1, 0.2, 0.6)
   finally:
     gin.clear_config()
+
+
+@pytest.mark.parametrize("fim_file, rate", [(False, 0.0), (True, 0.5)])
+def test_the_fim_file_turns_fill_in_the_middle_on_and_the_paper_s_run_leaves_it_off(fim_file, rate):
+  import gin_flags
+  import train  # noqa: F401 - registers train()'s configurables
+
+  gin.clear_config()
+  try:
+    files, bindings = gin_flags.parse_flags(["--gin_file=gin_configs/runs/demo.gin",
+                                             *(["--gin_file=gin_configs/objectives/fim.gin"] if fim_file else []),
+                                             "--gin.MODEL_DIR='/tmp/x'", "--gin.CORPUS_DIR='/tmp/c'"])
+    gin_flags.parse_gin(files, bindings)
+    with gin.config_scope(None):
+      config = gin.get_configurable("codelm.UL2Config")()
+    assert (config.fim_rate, config.rates) == (rate, (0.1, 0.1, 0.2, 0.6))
+    assert config.names[-2:] == (("fim_psm", "fim_spm") if fim_file else ("prefix_lm", "causal_lm"))
+  finally:
+    gin.clear_config()
