@@ -242,7 +242,14 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--mixtures", default=",".join(MIXTURE_KINDS),
                       help="kinds to show and measure, comma-separated (default: all)")
   parser.add_argument("--seed", type=int, default=0, help="the sampling seed of --measure")
+  parser.add_argument("--fim_rate", type=float, default=0.0,
+                      help="UL2Config.fim_rate: the share of causal-LM examples made fill-in-the-middle (default 0)")
+  parser.add_argument("--fim_spm_rate", type=float, default=0.5, help="UL2Config.fim_spm_rate: of those, in SPM")
   args = parser.parse_args(argv)
+  try:
+    ul2_config = ul2.UL2Config(fim_rate=args.fim_rate, fim_spm_rate=args.fim_spm_rate)
+  except ValueError as error:
+    parser.error(str(error).replace("UL2Config.", "--"))
   for flag in ("train_steps", "batch_size", "sequence_length"):
     if getattr(args, flag) < 1:
       parser.error(f"--{flag} must be positive, got {getattr(args, flag)}")
@@ -260,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                    f"`python -m data.tasks --corpus {args.corpus} --vocab VOCAB` first")
   rows = args.train_steps * args.batch_size
   try:
-    task_stats = register_language_tasks(args.corpus, vocab, args.sequence_length, cache_dir)
+    task_stats = register_language_tasks(args.corpus, vocab, args.sequence_length, cache_dir, ul2_config)
     plans = {name: plan for suffix, stats in task_stats.items()
              for name, plan in register_mixtures(stats, rows, suffix, kinds).items()}
   except (FileNotFoundError, ValueError) as error:
@@ -279,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         name = mixture_name(kind, suffix)
         measured = mixture_shares.measure(name, plans[name], task_stats[suffix], args.sequence_length, args.measure,
                                           seed=args.seed)
-        print(f"\n{mixture_shares.format_measurement(name, measured)}")
+        print(f"\n{mixture_shares.format_measurement(name, measured, ul2_config if suffix else None)}")
 
 
 if __name__ == "__main__":

@@ -147,3 +147,29 @@ def test_rows_for_is_seqio_next_fit_within_batches():
   assert packing.rows_for([10, 1, 9], 10) == 2
   assert packing.rows_for([3] * 4, 4) == 4  # one batch of 4 examples, none fits with another
   assert packing.rows_for([1] * 5, 4) == 2  # batches of 4 examples: the first row is flushed at 4
+
+
+def test_fim_mixture_delivers_its_token_shares_and_objective_rates(corpus):
+  root, vocab_path, _ = corpus
+  config = ul2.UL2Config(fim_rate=0.5, fim_spm_rate=0.5)
+  try:
+    corpus_ = mixtures.register_language_tasks(root, vocab_path, SEQ, ul2_config=config)["_ul2"]
+    (plan,) = mixtures.register_mixtures(corpus_, rows=5000, suffix="_ul2", kinds=("natural",)).values()
+    drawn = mixture_shares.draw("code_natural_ul2", SEQ, 6000, seed=2, progress=False)
+    measured = mixture_shares.summarize(drawn, plan, corpus_, SEQ)
+    for task, declared in plan.token_shares.items():
+      assert abs(measured.document_share[task] - declared) < 0.015, (task, measured.document_share[task], declared)
+    configured = mixture_shares.objective_rates(config)
+    assert configured == pytest.approx([0.1, 0.1, 0.2, 0.3, 0.15, 0.15])
+    for index, rate in enumerate(configured):  # within 4 standard deviations of a binomial share
+      assert abs(measured.objective_share.get(index, 0.0) - rate) < 4 * (rate * (1 - rate) / 6000) ** 0.5 + 0.01
+    table = mixture_shares.format_measurement("code_natural_ul2", measured, config)
+    assert "| fim_spm | 15.00 |" in table and "% of the causal-LM share delivered as FIM (fim_rate 0.5" in table
+  finally:  # the module's other tests read the paper's mixture
+    mixtures.register_language_tasks(root, vocab_path, SEQ)
+
+
+def test_fim_flags_out_of_range_are_refused_by_name(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    mixtures.main(["--corpus", str(tmp_path), "--fim_rate", "1.5"])
+  assert "--fim_rate must be within [0, 1], got 1.5" in capsys.readouterr().err
