@@ -1,6 +1,7 @@
-"""python -m objectives.ul2 --corpus CORPUS_DIR --vocab spm.model [--language python] [--length 128]
+"""python -m objectives.ul2 --corpus CORPUS_DIR --vocab spm.model [--language python] [--length 128] [--fim_rate R]
 
-Prints one decoded example of each UL2 objective from the real corpus. It registers the corpus's
+Prints one decoded example of each UL2 objective from the real corpus (with --fim_rate, FIM's PSM and
+SPM examples too). It registers the corpus's
 tasks (data/tasks.py), which use the objective: so this entry point sits above both, apart from the
 objective it shows.
 """
@@ -19,7 +20,7 @@ import seqio
 
 from data.tasks import register_tasks, register_ul2_tasks
 from data.vocab import get_vocabulary
-from objectives.ul2 import ul2_objectives
+from objectives.ul2 import UL2Config, ul2_objectives
 
 
 def show_examples(task: str, sequence_length: int, seed: int = 0) -> dict[str, dict[str, str]]:
@@ -40,7 +41,7 @@ def show_examples(task: str, sequence_length: int, seed: int = 0) -> dict[str, d
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-  """python -m objectives.ul2 --corpus CORPUS_DIR --vocab spm.model [--language python] [--length 128]"""
+  """python -m objectives.ul2 --corpus CORPUS_DIR --vocab spm.model [--language python] [--length 128] [--fim_rate R]"""
   parser = argparse.ArgumentParser(prog="python -m objectives.ul2",
                                    description="Print one decoded example of each UL2 objective.")
   parser.add_argument("--corpus", required=True)
@@ -48,8 +49,14 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--language", default="python")
   parser.add_argument("--length", type=int, default=128, help="sequence length (short, to read)")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--fim_rate", type=float, default=0.0,
+                      help="UL2Config.fim_rate: the share of causal-LM examples made fill-in-the-middle")
   args = parser.parse_args(argv)
-  register_ul2_tasks(register_tasks(args.corpus, get_vocabulary(args.vocab)))
+  try:
+    config = UL2Config(fim_rate=args.fim_rate)
+    register_ul2_tasks(register_tasks(args.corpus, get_vocabulary(args.vocab)), config)
+  except ValueError as error:
+    parser.error(str(error))
   for name, example in show_examples(f"code_{args.language}_ul2", args.length, args.seed).items():
     print(f"=== {name}\n--- inputs:\n{example['inputs']}\n--- targets:\n{example['targets']}\n")
 
