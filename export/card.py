@@ -49,10 +49,26 @@ def _training_lines(run: dict[str, object], step: int) -> list[str]:
   return lines
 
 
+def _fim_lines(fim_tokens: dict[str, str]) -> list[str]:
+  if not fim_tokens:
+    return []
+  prefix, suffix, middle = (fim_tokens[f"fim_{part}_token"] for part in ("prefix", "suffix", "middle"))
+  return [
+      "", f"Fill-in-the-middle: the vocabulary has `{prefix}`, `{suffix}` and `{middle}` "
+      "(`tokenizer.fim_prefix_token_id`, ...). A run trained with FIM (codelm's `UL2Config.fim_rate`) writes the "
+      f"middle after `[code] {prefix} PREFIX {suffix} SUFFIX {middle}` (PSM) or "
+      f"`[code] {prefix} {suffix} SUFFIX {middle} PREFIX` (SPM) and ends it with `[eod]`. Build the prompt from "
+      "ids (the markers' ids, and `tokenizer(text, add_special_tokens=False)` for the prefix and the suffix), "
+      "or pass `split_special_tokens=False` with a text that spells the markers (exact unless the prefix or "
+      "the suffix spells a special token)."]
+
+
 def model_card(*, source: str, step: int, config: ModelConfig, vocab_path: str, run: dict[str, object],
-               adapters: dict | None, generation: dict, notes: list[str]) -> str:
+               adapters: dict | None, generation: dict, notes: list[str],
+               fim_tokens: dict[str, str] | None = None) -> str:
   """README.md text. `run`: config.gin's train.* values ({} when absent); `adapters`: a LoRA run's
-  run.json record (merged into the base here); `generation`: generation_config.json's values."""
+  run.json record (merged into the base here); `generation`: generation_config.json's values;
+  `fim_tokens`: tokenizer_config.json's FIM keys (export/tokenizer.py), {} for a vocabulary without them."""
   lora = []
   if adapters:
     lora = [f"- LoRA run, exported merged: adapters {adapters['lora']} on the base "
@@ -78,7 +94,7 @@ def model_card(*, source: str, step: int, config: ModelConfig, vocab_path: str, 
       "The tokenizer prepends `[code]` (every training document starts with it) unless "
       "`add_special_tokens=False`; a completion ends at `[eod]` (or `</s>`). Text that spells `[code]` or "
       "another special token is ordinary text (`split_special_tokens`; with the `tokenizers` library alone, "
-      "set `encode_special_tokens = True`).", "",
+      "set `encode_special_tokens = True`).", *_fim_lines(fim_tokens or {}), "",
       "The tokenizer gives codelm's ids (the ids of its training pipeline and sampler): codelm encodes "
       "its SentencePiece vocabulary in segments with scores every encoder sums exactly, and the tokenizer "
       "does the same (export/tokenizer.py). Plain SentencePiece on the vocabulary file gives other ids "

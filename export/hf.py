@@ -190,7 +190,8 @@ def build_files(checkpoint: str, folder: str, max_shard_bytes: int) -> tuple[int
       **tokenizer_files.files(),
       "README.md": card.model_card(source=storage.resolve(checkpoint), step=step, config=config,
                                    vocab_path=read_run_info(model_dir)[1], run=_run_values(model_dir),
-                                   adapters=read_adapters(model_dir), generation=generation, notes=_notes(config)),
+                                   adapters=read_adapters(model_dir), generation=generation, notes=_notes(config),
+                                   fim_tokens=tokenizer_files.fim_tokens),
   }
   for name, text in written.items():
     with open(os.path.join(folder, name), "w", encoding="utf-8") as f:

@@ -24,6 +24,12 @@ Special tokens ([code], [eod], the UL2 mode tokens, the sentinels, <pad>, </s>, 
 as such with `split_special_tokens`, so transformers keeps text that spells them as ordinary pieces
 (the `tokenizers` library alone does not store that switch: its users pass encode_special_tokens).
 With add_special_tokens (transformers' default), `[code]` is prepended, as codelm's sampler does.
+Fill-in-the-middle: a vocabulary trained with FIM's pieces (<fim_prefix>, <fim_suffix>, <fim_middle>,
+spelled as StarCoder's) has them among the additional special tokens, as StarCoder's tokenizer does,
+and named in tokenizer_config.json (`fim_prefix_token`, `fim_suffix_token`, `fim_middle_token`), which
+transformers 5 reads as `tokenizer.fim_prefix_token` and `tokenizer.fim_prefix_token_id`; a vocabulary
+trained before FIM exports without them. A FIM prompt is `[code]` + objectives/fim.py's frame of the
+prefix's and the suffix's ids, and the middle ends at `[eod]` (docs/export.md).
 """
 
 from __future__ import annotations
@@ -35,11 +41,13 @@ import numpy as np
 from sentencepiece import sentencepiece_model_pb2
 
 from data import vocab
-from data.vocab import CODE_TOKEN, EOD_TOKEN
+from data.vocab import CODE_TOKEN, EOD_TOKEN, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
 _PIECE = sentencepiece_model_pb2.ModelProto.SentencePiece
 _MATCHED = (_PIECE.NORMAL, _PIECE.USER_DEFINED)  # what SentencePiece can produce from text
 _ESCAPED_SPACE = "\u2581"
+# tokenizer_config.json's names for the FIM pieces (transformers 5: tokenizer.fim_prefix_token(_id), ...).
+FIM_TOKEN_KEYS = {"fim_prefix_token": FIM_PREFIX, "fim_suffix_token": FIM_SUFFIX, "fim_middle_token": FIM_MIDDLE}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +62,11 @@ class ExportedTokenizer:
     dump = lambda value: json.dumps(value, indent=2, ensure_ascii=False) + "\n"  # noqa: E731
     return {"tokenizer.json": self.tokenizer_json, "tokenizer_config.json": dump(self.tokenizer_config),
             "special_tokens_map.json": dump(self.special_tokens_map)}
+
+  @property
+  def fim_tokens(self) -> dict[str, str]:
+    """tokenizer_config.json's FIM keys and pieces: FIM_TOKEN_KEYS, or {} for a vocabulary without them."""
+    return {key: self.tokenizer_config[key] for key in FIM_TOKEN_KEYS if key in self.tokenizer_config}
 
 
 def _encode_time_scores(model) -> list[float]:
@@ -133,8 +146,10 @@ def build(sp_model: bytes, model_max_length: int):
            "unk_token": pieces[unk_id]}
   others = [s for s in special if s not in named.values()]
   special_tokens_map = {**named, "additional_special_tokens": others}
+  # All three or none: codelm frames FIM prompts only with a vocabulary that has all three (data/vocab.py).
+  fim = FIM_TOKEN_KEYS if set(FIM_TOKEN_KEYS.values()) <= set(special) else {}
   config = {
-      "tokenizer_class": "PreTrainedTokenizerFast", **special_tokens_map,
+      "tokenizer_class": "PreTrainedTokenizerFast", **special_tokens_map, **fim,
       "split_special_tokens": True,  # text spelling "[code]" is ordinary pieces, as in codelm
       "clean_up_tokenization_spaces": False,  # decoding must return the text byte for byte
       "add_bos_token": True, "add_eos_token": False, "model_max_length": model_max_length,

@@ -1,6 +1,7 @@
 """export.hf: a run as transformers' CohereForCausalLM. The exported model's logits and greedy samples
-are codelm's; its tokenizer gives codelm's ids for every language's files and decodes them back byte for
-byte; a LoRA run exports merged; what cannot be exported exactly is refused, and bad input writes nothing.
+are codelm's, fill-in-the-middle prompts and middles too; its tokenizer gives codelm's ids for every
+language's files and decodes them back byte for byte; a LoRA run exports merged; what cannot be
+exported exactly is refused, and bad input writes nothing.
 
 The runs are written with training's own writers (run.json, orbax checkpoints) around parameters
 trained here for a few steps: a train.py run costs about a minute on this machine (SeqIO cache plus
@@ -24,12 +25,13 @@ import torch
 import code_corpus
 from data import records
 from languages import LANGUAGES
-from data.vocab import get_vocabulary, train_vocabulary
-from export import cohere, hf
+from data.vocab import FIM_TOKENS, fim_token_ids, get_vocabulary, train_vocabulary
+from export import card, cohere, hf
 from export import tokenizer as hf_tokenizer
 from model import lora
 from model.config import get_config
 from model.transformer import Decoder, init_params
+from objectives import fim
 from sampling.sampler import Sampler, SamplingConfig
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 from training.checkpoints import Checkpointer
@@ -217,6 +219,165 @@ def test_transformers_logits_and_greedy_samples_are_codelm_s(runs, vocab, size, 
     new = out[0, ids.shape[1]:].tolist()
     assert len(new) == 32 and completion.num_tokens == 32
     assert tokenizer.decode(new) == vocabulary.decode(new) == completion.text
+
+
+# ---- fill-in-the-middle ----------------------------------------------------------------------------
+# A FIM prompt is [code] + objectives/fim.py's frame of the prefix's and the suffix's ids; the model writes
+# the middle and ends it with [eod]. The runs above were trained without FIM: `fim_run` teaches the tiny
+# trained run a few FIM examples (their middles, then [eod]) so that its greedy middles end at [eod].
+
+def _fim_cases(texts):
+  """(prefix, middle, suffix, format): each case's middle the rest of a line, one per language below."""
+  cases = []
+  for language, at, fim_format in (("python", "return ", fim.PSM), ("go", "m := ", fim.SPM),
+                                   ("rust", "let mut ", fim.PSM), ("lua", "local t = ", fim.SPM)):
+    text = texts[language][1]
+    first = text.index(at) + len(at)
+    cases.append((*fim.split_text(text, first, text.index("\n", first)), fim_format))
+  return cases
+
+
+FIM_STEPS = 40  # Adam steps on the four cases: three of their greedy middles then end at [eod]
+
+
+@pytest.fixture(scope="module")
+def fim_run(runs, vocab, tmp_path_factory):
+  """The tiny trained run, trained further on its FIM cases ([code] frame [eod]) and exported: (codelm
+  model, params, transformers model, tokenizer)."""
+  vocab_path, vocabulary, texts = vocab
+  model, params, _, _, _, _ = runs["tiny", "trained"]
+  ids = fim.FimIds.of(vocabulary)
+  special = vocabulary.tokenizer
+  code_id, eod_id = special.piece_to_id("[code]"), special.piece_to_id("[eod]")
+  rows = [[code_id] + fim.frame(vocabulary.encode(p), vocabulary.encode(s), vocabulary.encode(m), ids, f) + [eod_id]
+          for p, m, s, f in _fim_cases(texts)]
+  width = max(map(len, rows))
+  tokens = np.asarray([r + [0] * (width - len(r)) for r in rows], np.int32)
+  weights = np.asarray([[1.0] * (len(r) - 1) + [0.0] * (width - len(r)) for r in rows], np.float32)
+  optimizer = optax.adam(3e-3)
+
+  @jax.jit
+  def step(params, state):
+    def loss(p):
+      logits, _ = model.apply({"params": p}, tokens[:, :-1])
+      return (optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]) * weights).sum() / weights.sum()
+
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, state = optimizer.update(grads, state)
+    return optax.apply_updates(params, updates), state, value
+
+  state = optimizer.init(params)
+  for _ in range(FIM_STEPS):
+    params, state, _ = step(params, state)
+  base = tmp_path_factory.mktemp("export_fim")
+  run = _write_run(str(base / "tiny_fim"), model.config, vocab_path, params, 30)
+  exported, tokenizer = _export(run, base / "tiny_fim_hf")
+  return model, params, exported, tokenizer
+
+
+def test_the_fim_pieces_are_special_tokens_where_hugging_face_tools_look_for_them(runs, vocab, tmp_path):
+  """<fim_prefix>, <fim_suffix>, <fim_middle>: additional special tokens (as StarCoder's) with codelm's ids,
+  and tokenizer_config.json's fim_*_token keys (transformers 5: tokenizer.fim_prefix_token_id); text that
+  spells them stays ordinary pieces unless split_special_tokens=False is passed. A vocabulary trained
+  before FIM exports without them."""
+  from transformers import AutoTokenizer
+
+  vocab_path, vocabulary, _ = vocab
+  _, _, _, tokenizer, _, folder = runs["tiny", "trained"]
+  ids = fim_token_ids(vocabulary)
+  assert tokenizer.convert_tokens_to_ids(list(FIM_TOKENS)) == [ids[t] for t in FIM_TOKENS]
+  assert set(FIM_TOKENS) <= set(tokenizer.all_special_tokens)
+  assert set(ids.values()) <= set(tokenizer.all_special_ids)
+  assert [getattr(tokenizer, f"fim_{part}_token_id") for part in ("prefix", "suffix", "middle")] == \
+      [ids[t] for t in FIM_TOKENS]
+  config = json.loads((folder / "tokenizer_config.json").read_text())
+  assert {k: config[k] for k in hf_tokenizer.FIM_TOKEN_KEYS} == hf_tokenizer.FIM_TOKEN_KEYS
+  assert set(FIM_TOKENS) <= set(config["additional_special_tokens"])
+  special_tokens_map = json.loads((folder / "special_tokens_map.json").read_text())
+  assert set(FIM_TOKENS) <= set(special_tokens_map["additional_special_tokens"])
+  text = "s = '<fim_prefix>x<fim_suffix>y<fim_middle>'\n"
+  assert tokenizer(text, add_special_tokens=False).input_ids == list(vocabulary.encode(text))
+  assert not set(ids.values()) & set(vocabulary.encode(text))
+  assert [i for i in tokenizer(text, split_special_tokens=False).input_ids if i in ids.values()] == \
+      [ids[t] for t in FIM_TOKENS]
+  assert tokenizer(text, add_special_tokens=False).input_ids == list(vocabulary.encode(text))  # per call only
+  markers = AutoTokenizer.from_pretrained(str(folder), split_special_tokens=False)  # for tools that spell them
+  assert markers(text).input_ids == tokenizer(text, split_special_tokens=False).input_ids
+  assert "Fill-in-the-middle: the vocabulary has `<fim_prefix>`" in (folder / "README.md").read_text()
+
+  # Without the pieces (a vocabulary trained before FIM): no FIM tokens, the same ids for everything else.
+  from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+  with open(vocab_path, "rb") as f:  # the .model file as trained, less the three pieces
+    proto = model_pb2.ModelProto.FromString(f.read())
+  for i in sorted((i for i, p in enumerate(proto.pieces) if p.piece in FIM_TOKENS), reverse=True):
+    del proto.pieces[i]
+  old_path = tmp_path / "old.model"
+  old_path.write_bytes(proto.SerializeToString())
+  old = get_vocabulary(str(old_path))
+  with pytest.raises(ValueError, match="trained before FIM"):
+    fim_token_ids(old)
+  _, files = hf_tokenizer.build(old.sp_model, 128)
+  assert files.fim_tokens == {} and not set(hf_tokenizer.FIM_TOKEN_KEYS) & set(files.tokenizer_config)
+  old_folder = tmp_path / "old_hf"
+  old_folder.mkdir()
+  for name, written in files.files().items():
+    (old_folder / name).write_text(written)
+  old_tokenizer = AutoTokenizer.from_pretrained(str(old_folder))
+  assert not set(FIM_TOKENS) & set(old_tokenizer.all_special_tokens) and not hasattr(old_tokenizer, "fim_prefix_token")
+  assert old_tokenizer(text).input_ids == [old.tokenizer.piece_to_id("[code]")] + list(old.encode(text))
+  assert "Fill-in-the-middle" not in card.model_card(
+      source="run", step=1, config=get_config("tiny", vocab_size=old.vocab_size), vocab_path=str(old_path), run={},
+      adapters=None, generation={}, notes=[], fim_tokens=files.fim_tokens)
+
+
+def test_transformers_generates_codelm_s_middle_from_a_fim_prompt_of_an_exported_run(fim_run, vocab):
+  """The issue's test: a FIM prompt (PSM and SPM) built on the Hugging Face side from the exported
+  tokenizer has codelm's ids, and generate()'s greedy middle, ended by eos [eod], is codelm's sampler's."""
+  from sampling.prompt_fit import Infill
+
+  _, vocabulary, texts = vocab
+  model, params, exported, tokenizer = fim_run
+  cases = _fim_cases(texts)
+  eod_id = tokenizer.eos_token_id
+  assert tokenizer.eos_token == "[eod]"
+  new_tokens = 12
+  sampler = Sampler(model, params, vocabulary, tokenizer.bos_token_id, end_ids=[eod_id])
+  ours = sampler.sample([Infill(p, s, f) for p, _, s, f in cases], 1,
+                        SamplingConfig(temperature=0.0, max_decode_length=new_tokens, chunk_length=4), seed=0)
+  prefix_id, suffix_id, middle_id = tokenizer.convert_tokens_to_ids(["<fim_prefix>", "<fim_suffix>", "<fim_middle>"])
+  reasons = []
+  for (prefix, middle, suffix, fim_format), (completion,) in zip(cases, ours):
+    # As docs/export.md writes it: the markers' ids, and the prefix and the suffix encoded apart.
+    before = tokenizer(prefix, add_special_tokens=False).input_ids
+    after = tokenizer(suffix, add_special_tokens=False).input_ids
+    if fim_format == fim.PSM:
+      ids = [tokenizer.bos_token_id, prefix_id, *before, suffix_id, *after, middle_id]
+      text = f"<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>"
+    else:
+      ids = [tokenizer.bos_token_id, prefix_id, suffix_id, *after, middle_id, *before]
+      text = f"<fim_prefix><fim_suffix>{suffix}<fim_middle>{prefix}"
+    assert ids == [tokenizer.bos_token_id] + fim.infilling_prompt(vocabulary, prefix, suffix, fim_format)
+    assert tokenizer(text, split_special_tokens=False).input_ids == ids  # the markers spelled in text
+    with torch.no_grad():
+      out = exported.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=new_tokens, eos_token_id=eod_id,
+                              pad_token_id=tokenizer.pad_token_id)
+    new = out[0, len(ids):].tolist()
+    ended = new[-1] == eod_id
+    assert eod_id not in new[:-1]
+    assert tokenizer.decode(new[:len(new) - ended]) == completion.text, (fim_format, new)
+    assert completion.finish_reason == ("eos" if ended else "length") and len(new) == completion.num_tokens + ended
+    reasons.append(completion.finish_reason)
+    print(f"{fim_format}: {middle!r} -> {completion.text!r} ({completion.finish_reason})")
+  assert "eos" in reasons, reasons  # the stop at [eod] is exercised
+
+  # A prefix that spells a marker: the ids way keeps it text, as codelm does; split_special_tokens=False does not.
+  prefix, suffix = "s = '<fim_suffix>'\n", "\n"
+  expected = [tokenizer.bos_token_id] + fim.infilling_prompt(vocabulary, prefix, suffix, fim.PSM)
+  assert [tokenizer.bos_token_id, prefix_id, *tokenizer(prefix, add_special_tokens=False).input_ids, suffix_id,
+          *tokenizer(suffix, add_special_tokens=False).input_ids, middle_id] == expected
+  assert tokenizer(f"<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>", split_special_tokens=False).input_ids \
+      != expected
 
 
 def test_config_generation_config_and_card_say_what_the_run_is(runs, vocab):
