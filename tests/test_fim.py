@@ -366,3 +366,28 @@ def test_infilling_prompts_are_framed_and_never_truncated(vocabulary, special):
     check_fit(long, truncate=True, names=["q (Python)"])
   with pytest.raises(ValueError, match=r"/runs/old/spm\.model has no <fim_prefix>"):
     encode_prompts(_VocabularyWithoutFim(), 3, [Infill("a", "b")], 64, 16)
+
+
+def test_a_fim_pipeline_s_iterator_checkpoints_and_restores_exactly(vocabulary, special, tmp_path):
+  # Training saves each host's tf.data iterator with every checkpoint; FIM tokenizes in the pipeline.
+  documents = [_document(vocabulary, special, t) for t in _copy_documents(np.random.default_rng(5), 30)]
+  width = max(len(d) for d in documents)
+  padded = np.array([np.pad(d, (0, width - len(d))) for d in documents], np.int32)
+
+  def make():
+    ds = tf.data.Dataset.from_tensor_slices(padded).map(lambda row: {"targets": row[row > 0]})
+    features = {"targets": seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32)}
+    with seqio.utils.map_seed_manager(3):
+      return ul2_objectives(ds, {"inputs": 64, "targets": 64}, features, config=UL2Config(fim_rate=1.0, **CAUSAL_ONLY),
+                            mode_token_ids=[special[t] for t in MODE_TOKENS],
+                            document_ids=(special[CODE_TOKEN], special[EOD_TOKEN]))
+
+  iterator = iter(make())
+  for _ in range(7):
+    next(iterator)
+  tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "data"))
+  expected = [next(iterator)["targets"].numpy().tolist() for _ in range(5)]
+  restored = iter(make())
+  tf.train.Checkpoint(iterator=restored).read(str(tmp_path / "data")).assert_consumed()
+  assert [next(restored)["targets"].numpy().tolist() for _ in range(5)] == expected
+  assert any(fim.FimIds.of(vocabulary).middle in targets for targets in expected)

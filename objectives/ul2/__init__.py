@@ -289,7 +289,15 @@ def ul2_objectives(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
     inputs, targets, objective = tf.switch_case(objective, branches)
     return {"inputs": inputs, "targets": targets, "objective": objective}
 
-  return corrupt(cut(dataset).unbatch())
+  examples = corrupt(cut(dataset).unbatch())
+  if config.fim:
+    # FIM tokenizes inside the pipeline, and the tokenizer is a resource: "external state" to tf.data,
+    # which then refuses to checkpoint the iterator (training saves it with every checkpoint). The
+    # resource is the vocabulary, read-only and rebuilt with the pipeline, so restoring without it is exact.
+    options = tf.data.Options()
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    examples = examples.with_options(options)
+  return examples
 
 
 class DecoderOnlyPrefixLMConverter(seqio.PrefixLMFeatureConverter):
