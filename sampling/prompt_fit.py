@@ -114,14 +114,21 @@ def too_long_message(encoded: EncodedPrompts, names: Sequence[str] | None = None
 
 def check_fit(encoded: EncodedPrompts, truncate: bool, names: Sequence[str] | None = None, **flags: str) -> None:
   """Raises PromptsTooLong (with too_long_message) when a prompt does not fit and `truncate` is False,
-  or when an infilling prompt does not fit (those are never truncated)."""
-  if encoded.num_truncated and not truncate:
-    raise PromptsTooLong(too_long_message(encoded, names, **flags), encoded)
+  or when an infilling prompt does not fit: those are never truncated, so the message offers no
+  truncation for them."""
   cut_infills = [i for i, (cut, infill) in enumerate(zip(encoded.truncated, encoded.infilling)) if cut and infill]
   if cut_infills:
-    first = names[cut_infills[0]] if names is not None else f"prompt {cut_infills[0]}"
+    length_flag = flags.get("length_flag", "max_decode_length")
+    longest = max(cut_infills, key=encoded.lengths.__getitem__)
+    name = names[longest] if names is not None else f"prompt {longest}"
+    others = encoded.num_truncated - len(cut_infills)
     raise PromptsTooLong(
-        f"{len(cut_infills)} infilling prompts do not fit in the model's context of {encoded.context} tokens with "
-        f"{flags.get('length_flag', 'max_decode_length')} {encoded.max_decode_length} (the first, {first}, has "
-        f"{encoded.lengths[cut_infills[0]]} tokens); an infilling prompt is never truncated (its start holds "
-        "<fim_prefix>): shorten its prefix or suffix, or lower the decode length", encoded)
+        f"{len(cut_infills)} of {sum(encoded.infilling)} infilling prompts do not fit in the model's context of "
+        f"{encoded.context} tokens with {length_flag} {encoded.max_decode_length} (room for {encoded.room} prompt "
+        f"tokens, [code] and the FIM sentinels included); the longest, {name}, has {encoded.lengths[longest]} "
+        "tokens. An infilling prompt is never truncated (its start holds <fim_prefix>): sample those that fit "
+        f"(a prompts file without the others), a lower {length_flag}, or a model with a context of "
+        f"{encoded.lengths[longest] + encoded.max_decode_length} tokens"
+        + (f"; {others} other prompts do not fit either" if others and not truncate else ""), encoded)
+  if encoded.num_truncated and not truncate:
+    raise PromptsTooLong(too_long_message(encoded, names, **flags), encoded)

@@ -361,9 +361,13 @@ def test_infilling_prompts_are_framed_and_never_truncated(vocabulary, special):
   assert encoded.ids[0] == tuple([special[CODE_TOKEN], ids.prefix] + list(vocabulary.encode("a = ")) + [ids.suffix]
                                  + list(vocabulary.encode("\nb = a\n")) + [ids.middle])
   assert encoded.infilling == (True, False)
-  long = encode_prompts(vocabulary, special[CODE_TOKEN], [Infill("x = 1\n" * 30, "")], 64, 16)
-  with pytest.raises(PromptsTooLong, match=r"1 infilling prompts do not fit .* never truncated"):
-    check_fit(long, truncate=True, names=["q (Python)"])
+  long = encode_prompts(vocabulary, special[CODE_TOKEN], [Infill("x = 1\n" * 30, ""), "x = 1\n" * 30, "y"], 64, 16)
+  for truncate in (True, False):  # refused either way, and no truncation offered for it
+    with pytest.raises(PromptsTooLong, match=r"^1 of 1 infilling prompts do not fit .* the longest, q \(Python\), "
+                       r"has \d+ tokens\. An infilling prompt is never truncated") as refused:
+      check_fit(long, truncate=truncate, names=["q (Python)", "r (Python)", "s (Python)"])
+    assert "--truncate" not in str(refused.value) and "truncate=True" not in str(refused.value)
+    assert str(refused.value).endswith("; 1 other prompts do not fit either") != truncate
   with pytest.raises(ValueError, match=r"/runs/old/spm\.model has no <fim_prefix>"):
     encode_prompts(_VocabularyWithoutFim(), 3, [Infill("a", "b")], 64, 16)
 
