@@ -6,7 +6,9 @@ and the settings that would fit): a left-truncated prompt loses its instruction 
 score over such prompts silently means something else (issue 40: pass@1 0.030 instead of 0.052).
 Truncation (keeping the last `room` tokens, as documents end at the completion) is the caller's
 explicit choice, and every truncated prompt is marked. An infilling prompt (`Infill`: a prefix and a
-suffix, framed by objectives/fim.py) is never truncated: cutting its start would cut `<fim_prefix>`.
+suffix, framed by objectives/fim.py) is cut around the middle instead, as an editor windows a file
+around its cursor: the end of the prefix and the start of the suffix are kept, half the room each
+where both are long, the frame whole.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class EncodedPrompts:
   lengths: tuple[int, ...]  # [code] + tokens, before truncation
   context: int
   max_decode_length: int
-  infilling: tuple[bool, ...] = ()  # which prompts are `Infill`s (never truncated); () for none
+  infilling: tuple[bool, ...] = ()  # which prompts are `Infill`s (cut around the middle); () for none
 
   @property
   def room(self) -> int:
@@ -74,16 +76,32 @@ def encode_prompts(vocabulary, begin_id: int, prompts: Sequence[Prompt], context
     raise ValueError(f"{length_flag} {max_decode_length} leaves no room for a prompt in the model's context "
                      f"of {context} tokens")
 
-  def tokens(prompt: Prompt) -> list[int]:
+  full, kept = [], []
+  for prompt in prompts:
     if isinstance(prompt, Infill):
-      return fim.infilling_prompt(vocabulary, prompt.prefix, prompt.suffix, prompt.format)
-    return vocabulary.encode(prompt)
-
-  full = [[int(begin_id)] + [int(i) for i in tokens(p)] for p in prompts]
+      ids = fim.FimIds.of(vocabulary)  # a vocabulary without the sentinels is refused before any encoding
+      prefix, suffix = [int(i) for i in vocabulary.encode(prompt.prefix)], [int(i) for i in vocabulary.encode(prompt.suffix)]
+      full.append([int(begin_id)] + fim.frame(prefix, suffix, [], ids, prompt.format))
+      prefix, suffix = _window(prefix, suffix, room - (len(full[-1]) - len(prefix) - len(suffix)), length_flag)
+      kept.append(tuple([int(begin_id)] + fim.frame(prefix, suffix, [], ids, prompt.format)))
+    else:
+      full.append([int(begin_id)] + [int(i) for i in vocabulary.encode(prompt)])
+      kept.append(tuple(full[-1][-room:]))
   infilling = tuple(isinstance(p, Infill) for p in prompts)
-  return EncodedPrompts(ids=tuple(tuple(ids[-room:]) for ids in full), lengths=tuple(len(ids) for ids in full),
-                        context=context, max_decode_length=max_decode_length,
-                        infilling=infilling if any(infilling) else ())
+  return EncodedPrompts(ids=tuple(kept), lengths=tuple(len(ids) for ids in full), context=context,
+                        max_decode_length=max_decode_length, infilling=infilling if any(infilling) else ())
+
+
+def _window(prefix: list[int], suffix: list[int], budget: int, length_flag: str) -> tuple[list[int], list[int]]:
+  """The end of `prefix` and the start of `suffix` in `budget` tokens: half each where both are longer,
+  what one leaves to the other."""
+  if budget < 0:
+    raise ValueError(f"{length_flag} leaves no room for an infilling prompt's [code] and FIM sentinels")
+  if len(prefix) + len(suffix) <= budget:
+    return prefix, suffix
+  keep_suffix = min(len(suffix), max(budget // 2, budget - len(prefix)))
+  keep_prefix = budget - keep_suffix
+  return (prefix[len(prefix) - keep_prefix:] if keep_prefix else []), suffix[:keep_suffix]
 
 
 class PromptsTooLong(ValueError):
@@ -109,26 +127,12 @@ def too_long_message(encoded: EncodedPrompts, names: Sequence[str] | None = None
           f"prompt tokens, [code] included); the longest, {name}, has {most} tokens. {fits[0].upper() + fits[1:]}, "
           f"or a model with a context of {most + encoded.max_decode_length} tokens; or pass {truncate_flag} to "
           f"keep the last {encoded.room} tokens of each prompt too long (its instruction and signature may be "
-          f"lost, which changes what a score means)")
+          f"lost, which changes what a score means)"
+          + ("; an infilling prompt keeps the end of its prefix and the start of its suffix, its frame whole"
+             if any(cut and infill for cut, infill in zip(encoded.truncated, encoded.infilling)) else ""))
 
 
 def check_fit(encoded: EncodedPrompts, truncate: bool, names: Sequence[str] | None = None, **flags: str) -> None:
-  """Raises PromptsTooLong (with too_long_message) when a prompt does not fit and `truncate` is False,
-  or when an infilling prompt does not fit: those are never truncated, so the message offers no
-  truncation for them."""
-  cut_infills = [i for i, (cut, infill) in enumerate(zip(encoded.truncated, encoded.infilling)) if cut and infill]
-  if cut_infills:
-    length_flag = flags.get("length_flag", "max_decode_length")
-    longest = max(cut_infills, key=encoded.lengths.__getitem__)
-    name = names[longest] if names is not None else f"prompt {longest}"
-    others = encoded.num_truncated - len(cut_infills)
-    raise PromptsTooLong(
-        f"{len(cut_infills)} of {sum(encoded.infilling)} infilling prompts do not fit in the model's context of "
-        f"{encoded.context} tokens with {length_flag} {encoded.max_decode_length} (room for {encoded.room} prompt "
-        f"tokens, [code] and the FIM sentinels included); the longest, {name}, has {encoded.lengths[longest]} "
-        "tokens. An infilling prompt is never truncated (its start holds <fim_prefix>): sample those that fit "
-        f"(a prompts file without the others), a lower {length_flag}, or a model with a context of "
-        f"{encoded.lengths[longest] + encoded.max_decode_length} tokens"
-        + (f"; {others} other prompts do not fit either" if others and not truncate else ""), encoded)
+  """Raises PromptsTooLong (with too_long_message) when a prompt does not fit and `truncate` is False."""
   if encoded.num_truncated and not truncate:
     raise PromptsTooLong(too_long_message(encoded, names, **flags), encoded)

@@ -353,45 +353,32 @@ def test_infilling_prompt_records_are_read_and_checked_by_line(tmp_path):
       predictions.read_prompts(str(path))
 
 
-def test_infilling_prompts_are_framed_and_never_truncated(vocabulary, special):
+def test_infilling_prompts_are_framed_and_cut_around_the_middle_only_when_asked(vocabulary, special):
   from sampling.prompt_fit import Infill, PromptsTooLong, check_fit, encode_prompts
 
   ids = fim.FimIds.of(vocabulary)
-  encoded = encode_prompts(vocabulary, special[CODE_TOKEN], [Infill("a = ", "\nb = a\n"), "x = 1\n"], 64, 16)
-  assert encoded.ids[0] == tuple([special[CODE_TOKEN], ids.prefix] + list(vocabulary.encode("a = ")) + [ids.suffix]
+  code = special[CODE_TOKEN]
+  encoded = encode_prompts(vocabulary, code, [Infill("a = ", "\nb = a\n"), "x = 1\n"], 64, 16)
+  assert encoded.ids[0] == tuple([code, ids.prefix] + list(vocabulary.encode("a = ")) + [ids.suffix]
                                  + list(vocabulary.encode("\nb = a\n")) + [ids.middle])
-  assert encoded.infilling == (True, False)
-  long = encode_prompts(vocabulary, special[CODE_TOKEN], [Infill("x = 1\n" * 30, ""), "x = 1\n" * 30, "y"], 64, 16)
-  for truncate in (True, False):  # refused either way, and no truncation offered for it
-    with pytest.raises(PromptsTooLong, match=r"^1 of 1 infilling prompts do not fit .* the longest, q \(Python\), "
-                       r"has \d+ tokens\. An infilling prompt is never truncated") as refused:
-      check_fit(long, truncate=truncate, names=["q (Python)", "r (Python)", "s (Python)"])
-    assert "--truncate" not in str(refused.value) and "truncate=True" not in str(refused.value)
-    assert str(refused.value).endswith("; 1 other prompts do not fit either") != truncate
+  assert encoded.infilling == (True, False) and encoded.truncated == (False, False)
+  prefix, suffix = "x = 1\n" * 30, "y = 2\n" * 30
+  p, s = list(vocabulary.encode(prefix)), list(vocabulary.encode(suffix))
+  long = encode_prompts(vocabulary, code, [Infill(prefix, suffix), Infill(prefix, "z\n", fim.SPM), "y"], 64, 16)
+  room = 64 - 16
+  with pytest.raises(PromptsTooLong, match=r"2 of 3 prompts do not fit .* an infilling prompt keeps the end of its "
+                     r"prefix and the start of its suffix, its frame whole"):
+    check_fit(long, truncate=False)
+  check_fit(long, truncate=True)
+  assert long.truncated == (True, True, False) and long.lengths[0] == 4 + len(p) + len(s)
+  # Both long: half the room each, the end of the prefix and the start of the suffix, the frame whole.
+  half = (room - 4) // 2
+  assert long.ids[0] == tuple([code, ids.prefix] + p[-(room - 4 - half):] + [ids.suffix] + s[:half] + [ids.middle])
+  # A short suffix leaves the rest of the room to the prefix (SPM framing kept).
+  z = list(vocabulary.encode("z\n"))
+  assert long.ids[1] == tuple([code, ids.prefix, ids.suffix] + z + [ids.middle] + p[-(room - 4 - len(z)):])
+  assert all(len(i) <= room for i in long.ids)
   with pytest.raises(ValueError, match=r"/runs/old/spm\.model has no <fim_prefix>"):
     encode_prompts(_VocabularyWithoutFim(), 3, [Infill("a", "b")], 64, 16)
-
-
-def test_a_fim_pipeline_s_iterator_checkpoints_and_restores_exactly(vocabulary, special, tmp_path):
-  # Training saves each host's tf.data iterator with every checkpoint; FIM tokenizes in the pipeline.
-  documents = [_document(vocabulary, special, t) for t in _copy_documents(np.random.default_rng(5), 30)]
-  width = max(len(d) for d in documents)
-  padded = np.array([np.pad(d, (0, width - len(d))) for d in documents], np.int32)
-
-  def make():
-    ds = tf.data.Dataset.from_tensor_slices(padded).map(lambda row: {"targets": row[row > 0]})
-    features = {"targets": seqio.Feature(vocabulary, add_eos=False, dtype=tf.int32)}
-    with seqio.utils.map_seed_manager(3):
-      return ul2_objectives(ds, {"inputs": 64, "targets": 64}, features, config=UL2Config(fim_rate=1.0, **CAUSAL_ONLY),
-                            mode_token_ids=[special[t] for t in MODE_TOKENS],
-                            document_ids=(special[CODE_TOKEN], special[EOD_TOKEN]))
-
-  iterator = iter(make())
-  for _ in range(7):
-    next(iterator)
-  tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "data"))
-  expected = [next(iterator)["targets"].numpy().tolist() for _ in range(5)]
-  restored = iter(make())
-  tf.train.Checkpoint(iterator=restored).read(str(tmp_path / "data")).assert_consumed()
-  assert [next(restored)["targets"].numpy().tolist() for _ in range(5)] == expected
-  assert any(fim.FimIds.of(vocabulary).middle in targets for targets in expected)
+  with pytest.raises(ValueError, match="leaves no room for an infilling prompt"):
+    encode_prompts(vocabulary, code, [Infill("a", "b")], 64, 61)
