@@ -200,6 +200,29 @@ def test_the_same_qid_in_two_languages_is_two_prompts(trained_run, tmp_path):
       ("0", "Java", 0), ("0", "Java", 1), ("0", "Python", 0), ("0", "Python", 1)]
 
 
+def test_sample_py_infills_prompts_with_prefix_and_suffix_beside_ordinary_ones(trained_run, tmp_path):
+  prompts, output = tmp_path / "prompts.jsonl", str(tmp_path / "predictions.jsonl")
+  _write_prompts(prompts, [{"qid": "i", "language": "Python", "prefix": "def f(x):\n    return ", "suffix": "\n",
+                            "task": "infill"},
+                           {"qid": "s", "language": "Python", "prefix": "x = ", "suffix": " + 1\n", "format": "spm"},
+                           {"qid": "p", "language": "Python", "prompt": "def g():\n"}])
+  argv = [f"--checkpoint={trained_run}", f"--prompts={prompts}", f"--output={output}", "--num_samples=2",
+          "--max_decode_length=8", "--batch_size=2", "--temperature=0"]
+  assert sample_entry.main(argv) == 6
+  assert sample_entry.main(argv) == 0  # resumed: all complete
+  records = {(r["qid"], r["sample_id"]): r for r in map(json.loads, open(output))}
+  assert len(records) == 6 and not any({"prefix", "suffix", "prompt"} & set(r) for r in records.values())
+  assert records[("i", 0)]["task"] == "infill" and records[("s", 0)]["format"] == "spm"
+  # The greedy middle is what the sampler gives for the framed prompt (tests/test_fim.py checks the frame).
+  from sampling.prompt_fit import Infill
+  from sampling.restore import load_sampler
+
+  sampler, _ = load_sampler(trained_run)
+  [[middle, _]] = sampler.sample([Infill("def f(x):\n    return ", "\n")], 2,
+                                 SamplingConfig(temperature=0.0, max_decode_length=8, rows=2), seed=0)
+  assert records[("i", 0)]["code"] == middle.text
+
+
 def test_gin_files_and_bindings_configure_sampling_and_flags_win(trained_run, tmp_path, capsys):
   prompts, output = tmp_path / "prompts.jsonl", str(tmp_path / "predictions.jsonl")
   _write_prompts(prompts, [{"qid": "a", "language": "Python", "prompt": "x = 1\n"}])
