@@ -407,15 +407,21 @@ def plot_objective(results: Sequence[Result], path: str) -> bool:
 
   labels = [f"{p.cell.size}\n{_label(p.cell.mixture)}" for p, _ in pairs]
   measures = (("HumanEval pass@1 (left to right)", lambda r: mean_pass_at(r.humaneval)),
-              ("HumanEval-infilling pass@1 (single-line)", lambda r: r.infilling.get("single-line/pass@1", math.nan)))
-  figure, axes = plt.subplots(1, 2, figsize=(4 + 1.6 * len(pairs), 3.6))
+              ("HumanEval-infilling pass@1\n(single-line)", lambda r: r.infilling.get("single-line/pass@1", math.nan)))
+  figure, axes = plt.subplots(1, 2, figsize=(max(8.0, 3 + 1.6 * len(pairs)), 3.8))
   for ax, (title, value) in zip(axes, measures):
-    for offset, (name, index) in ((-0.2, ("paper's mixture", 0)), (0.2, ("+ FIM", 1))):
+    top = 0.0
+    for offset, name, index in ((-0.2, "paper's mixture", 0), (0.2, "+ FIM", 1)):
       heights = [value(pair[index]) for pair in pairs]
-      ax.bar([i + offset for i in range(len(pairs))], [0 if math.isnan(h) else h for h in heights], 0.4,
-             label=name, color=f"C{index}")
+      xs = [i + offset for i in range(len(pairs))]
+      ax.bar(xs, [0 if math.isnan(h) else h for h in heights], 0.4, label=name, color=f"C{index}")
+      for x, h in zip(xs, heights):  # the value on each bar: a 0 and an unscored cell look alike otherwise
+        ax.annotate("–" if math.isnan(h) else f"{h:.3f}", (x, 0 if math.isnan(h) else h), ha="center",
+                    va="bottom", fontsize=7)
+      top = max([top] + [h for h in heights if not math.isnan(h)])
+    ax.set_ylim(0, max(0.05, 1.2 * top))
     ax.set_xticks(range(len(pairs)), labels)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9)
     ax.set_ylabel("pass@1")
   axes[0].legend(fontsize=8)
   figure.tight_layout()

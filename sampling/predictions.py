@@ -173,8 +173,10 @@ def report(output: str, summary: PredictionsSummary, encoded: EncodedPrompts, tr
   reasons = ", ".join(f"{reason} {count}" for reason, count in summary.finish_reasons.items()) or "none"
   print(f"{output}: {summary.prompts} prompts, {summary.samples} samples (finish_reason: {reasons})", flush=True)
   if summary.truncated_prompts:
-    print(f"warning: {summary.truncated_prompts} of {summary.prompts} prompts were truncated to their last "
-          f"{encoded.room} tokens (--truncate_prompts; {summary.truncated_samples} samples, marked "
+    how = (f"to their last {encoded.room} tokens" if not encoded.infilling else
+           f"to {encoded.room} tokens (an infilling prompt around its middle, another to its last tokens)")
+    print(f"warning: {summary.truncated_prompts} of {summary.prompts} prompts were truncated {how} "
+          f"(--truncate_prompts; {summary.truncated_samples} samples, marked "
           "prompt_truncated): their scores are not those of the whole prompts", flush=True)
   length = summary.finish_reasons.get("length", 0)
   if length:

@@ -382,3 +382,19 @@ def test_infilling_prompts_are_framed_and_cut_around_the_middle_only_when_asked(
     encode_prompts(_VocabularyWithoutFim(), 3, [Infill("a", "b")], 64, 16)
   with pytest.raises(ValueError, match="leaves no room for an infilling prompt"):
     encode_prompts(vocabulary, code, [Infill("a", "b")], 64, 61)
+
+
+def test_the_sampling_report_says_how_infilling_prompts_were_cut(vocabulary, special, tmp_path, capsys):
+  import json
+
+  from sampling import predictions
+  from sampling.prompt_fit import Infill, encode_prompts
+
+  output = tmp_path / "predictions.jsonl"
+  output.write_text("".join(json.dumps({"qid": q, "language": "Python", "sample_id": 0, "code": "", "finish_reason": "eos",
+                                        "num_tokens": 1, **({"prompt_truncated": True} if q == "a" else {})}) + "\n"
+                            for q in ("a", "b")))
+  encoded = encode_prompts(vocabulary, special[CODE_TOKEN], [Infill("x = 1\n" * 30, ""), Infill("", "")], 64, 16)
+  predictions.report(str(output), predictions.summarize(str(output)), encoded, True)
+  assert ("warning: 1 of 2 prompts were truncated to 48 tokens (an infilling prompt around its middle, another to "
+          "its last tokens) (--truncate_prompts; 1 samples") in capsys.readouterr().out
