@@ -326,6 +326,18 @@ def test_bad_gin_values_are_refused_by_name_before_anything_is_written(corpus, t
   assert not model_dir.exists()
 
 
+def test_fim_on_a_stream_it_does_not_apply_to_is_refused_before_anything_is_written(corpus, tmp_path, capsys):
+  model_dir = tmp_path / "run"
+  with pytest.raises(SystemExit) as exit_:
+    _run_in_process(_flags(corpus, str(model_dir), 2, "--gin_file=gin_configs/objectives/fim.gin",
+                           "--gin.MIXTURE_OR_TASK_NAME='code_unimax_2'"))
+  assert exit_.value.code == 2
+  assert ("codelm.UL2Config.fim_rate 0.5 asks for fill-in-the-middle, but MIXTURE_OR_TASK_NAME 'code_unimax_2' "
+          "does not train the UL2 mixture FIM is part of: choose a code_*_ul2 task or mixture (e.g. "
+          "code_unimax_2_ul2)") in capsys.readouterr().err
+  assert not model_dir.exists()
+
+
 def test_gin_binds_the_typed_config_itself_with_its_defaults_and_required_fields():
   """`train` is training.config.TrainConfig: unbound fields keep the class's defaults, gin's strings
   become the enums, and the fields without a default are gin.REQUIRED, all named at once."""

@@ -70,6 +70,22 @@ def check_task_name(name: str, corpus_dir: str | None) -> None:
                      f"{' ...' if len(known) > 40 else ''}")
 
 
+def check_objective(config: TrainConfig) -> None:
+  """A UsageError when the UL2 configuration asks for FIM but the run trains a stream it does not
+  apply to (a plain causal-LM task or mixture, practical tasks): FIM would silently not happen."""
+  from data import stream
+  from gin_flags import UsageError
+
+  ul2_config = config.ul2_config
+  if ul2_config is None or not getattr(ul2_config, "fim", False):
+    return
+  name = config.mixture_or_task_name
+  if stream.resolve(name).objective is not stream.Objective.UL2:
+    raise UsageError(f"codelm.UL2Config.fim_rate {ul2_config.fim_rate} asks for fill-in-the-middle, but "
+                     f"MIXTURE_OR_TASK_NAME {name!r} does not train the UL2 mixture FIM is part of: choose a "
+                     f"code_*_ul2 task or mixture (e.g. {name}_ul2), or leave fim_rate at 0")
+
+
 def _register_data(config: TrainConfig, primary: bool) -> Mapping[str, MixturePlan]:
   """The corpus's tasks and mixtures, planned for this run's rows; the first host states the plan."""
   plans = register_corpus(config.corpus_dir, config.vocabulary_path, rows=config.train_steps * config.batch_size,
@@ -203,6 +219,7 @@ def prepare(config: TrainConfig) -> Prepared:
   vocabulary = get_vocabulary(config.vocabulary_path)
   plans = _register_tasks(config, vocabulary, jax.process_index() == 0)
   check_task_name(config.mixture_or_task_name, config.corpus_dir)
+  check_objective(config)
   return Prepared(vocabulary, plans)
 
 
