@@ -296,6 +296,7 @@ def test_a_tiny_model_trained_with_fim_infills_better_than_one_trained_without(v
 def test_the_sampler_frames_infilling_prompts_and_ends_the_middle_at_eod(vocabulary, special, trained):
   # The sampler's greedy middles (through its cache, rows and stop handling) are those of recomputing
   # the model over [code] + the framed prompt, token by token, until [eod].
+  import jax
   import jax.numpy as jnp
 
   from sampling.prompt_fit import Infill
@@ -310,12 +311,14 @@ def test_the_sampler_frames_infilling_prompts_and_ends_the_middle_at_eod(vocabul
   sampler = Sampler(model, params, vocabulary, special[CODE_TOKEN], end_ids=[special[EOD_TOKEN]])
   completions = sampler.sample(prompts, 1, SamplingConfig(temperature=0.0, max_decode_length=new_tokens,
                                                           chunk_length=4, rows=8), seed=0)
+  width = 64  # one padded shape, one compilation: causal, so the padding after a position changes nothing
+  logits_of = jax.jit(lambda tokens: model.apply({"params": params}, tokens)[0])
   for prompt, [completion] in zip(prompts, completions):
     ids = [special[CODE_TOKEN]] + fim.infilling_prompt(vocabulary, prompt.prefix, prompt.suffix, prompt.format)
     start = len(ids)
     while len(ids) - start < new_tokens and ids[-1] != special[EOD_TOKEN]:
-      logits, _ = model.apply({"params": params}, jnp.asarray([ids], jnp.int32))
-      ids.append(int(jnp.argmax(logits[0, -1])))
+      logits = logits_of(jnp.asarray([ids + [0] * (width - len(ids))], jnp.int32))
+      ids.append(int(jnp.argmax(logits[0, len(ids) - 1])))
     ended = ids[-1] == special[EOD_TOKEN]
     assert completion.text == vocabulary.decode(ids[start:len(ids) - ended])
     assert completion.finish_reason == ("eos" if ended else "length")
