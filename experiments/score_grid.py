@@ -134,7 +134,7 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
     if dry_run or storage.exists(path):
       continue
     if dataset.task == "infilling":
-      infilling_prompts.write(infilling_prompts.humaneval_prompts(INFILLING_SUBSETS, limit), path)
+      benchmark_prompts.write_jsonl(infilling_prompts.humaneval_prompts(INFILLING_SUBSETS, limit), path)
     else:
       benchmark_prompts.write_jsonl(benchmark_prompts.typed_prompts(
           dataset.benchmark, dataset.task, dataset.source_language, languages or scoring.EVALUATED, limit), path)

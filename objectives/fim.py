@@ -55,15 +55,21 @@ def split_text(text: str, first: int, second: int) -> tuple[str, str, str]:
   return text[:first], text[first:second], text[second:]
 
 
+def in_order(fim_format: str, ids: FimIds, prefix, suffix, middle, sentinel) -> list:
+  """The pieces of a FIM sequence in `fim_format`'s order, each sentinel id as `sentinel(id)` makes it:
+  the one definition of PSM and SPM, for lists (frame) and tensors (permute_tf) alike."""
+  if fim_format == PSM:
+    return [sentinel(ids.prefix), prefix, sentinel(ids.suffix), suffix, sentinel(ids.middle), middle]
+  if fim_format == SPM:
+    return [sentinel(ids.prefix), sentinel(ids.suffix), suffix, sentinel(ids.middle), prefix, middle]
+  raise ValueError(f"unknown FIM format {fim_format!r}; choose one of {', '.join(FORMATS)}")
+
+
 def frame(prefix: Sequence[int], suffix: Sequence[int], middle: Sequence[int], ids: FimIds,
           fim_format: str = PSM) -> list[int]:
   """The ids of a FIM example (or, with an empty middle, of an infilling prompt) in `fim_format`."""
-  prefix, suffix, middle = list(prefix), list(suffix), list(middle)
-  if fim_format == PSM:
-    return [ids.prefix] + prefix + [ids.suffix] + suffix + [ids.middle] + middle
-  if fim_format == SPM:
-    return [ids.prefix, ids.suffix] + suffix + [ids.middle] + prefix + middle
-  raise ValueError(f"unknown FIM format {fim_format!r}; choose one of {', '.join(FORMATS)}")
+  pieces = in_order(fim_format, ids, list(prefix), list(suffix), list(middle), lambda i: [i])
+  return [i for piece in pieces for i in piece]
 
 
 def infilling_prompt(vocabulary, prefix: str, suffix: str, fim_format: str = PSM) -> list[int]:
@@ -85,9 +91,8 @@ def permute_tf(tokens: tf.Tensor, seed: tf.Tensor, vocabulary, ids: FimIds, docu
   """
   code_id, eod_id = document_ids
   n = tf.size(tokens)
-  starts_document = tf.cast(n > 0, tf.int32) * tf.cast(tf.equal(tokens[:1], code_id), tf.int32)
-  ends_document = tf.cast(n > starts_document, tf.int32) * tf.cast(tf.equal(tokens[-1:], eod_id), tf.int32)
-  starts_document, ends_document = tf.reduce_sum(starts_document), tf.reduce_sum(ends_document)
+  starts_document = tf.reduce_sum(tf.cast(tokens[:1] == code_id, tf.int32))  # 0 or 1
+  ends_document = tf.reduce_sum(tf.cast(tokens[starts_document:][-1:] == eod_id, tf.int32))
   body = tokens[starts_document:n - ends_document]
   text = vocabulary.tf_tokenizer.detokenize(body)
   # A chunk cut inside a character's byte-fallback ids decodes with U+FFFD: not the chunk's text.
@@ -102,10 +107,8 @@ def permute_tf(tokens: tf.Tensor, seed: tf.Tensor, vocabulary, ids: FimIds, docu
   prefix, middle, suffix = encode(prefix), encode(middle), encode(suffix)
   marker = lambda i: tf.constant([i], tokens.dtype)  # noqa: E731
   use_spm = tf.random.stateless_uniform([], seeds[1]) < spm_rate
-  framed = tf.cond(
-      use_spm,
-      lambda: tf.concat([marker(ids.prefix), marker(ids.suffix), suffix, marker(ids.middle), prefix, middle], 0),
-      lambda: tf.concat([marker(ids.prefix), prefix, marker(ids.suffix), suffix, marker(ids.middle), middle], 0))
+  framed = tf.cond(use_spm, lambda: tf.concat(in_order(SPM, ids, prefix, suffix, middle, marker), 0),
+                   lambda: tf.concat(in_order(PSM, ids, prefix, suffix, middle, marker), 0))
   example = tf.concat([tokens[:starts_document], framed, tokens[n - ends_document:]], 0)
   fits = tf.logical_and(whole, tf.size(example) <= budget)
   fim_format = tf.where(fits, tf.where(use_spm, 2, 1), 0)

@@ -76,10 +76,11 @@ def encode_prompts(vocabulary, begin_id: int, prompts: Sequence[Prompt], context
     raise ValueError(f"{length_flag} {max_decode_length} leaves no room for a prompt in the model's context "
                      f"of {context} tokens")
 
+  # A vocabulary without the FIM sentinels is refused before any encoding.
+  ids = fim.FimIds.of(vocabulary) if any(isinstance(p, Infill) for p in prompts) else None
   full, kept = [], []
   for prompt in prompts:
     if isinstance(prompt, Infill):
-      ids = fim.FimIds.of(vocabulary)  # a vocabulary without the sentinels is refused before any encoding
       prefix, suffix = [int(i) for i in vocabulary.encode(prompt.prefix)], [int(i) for i in vocabulary.encode(prompt.suffix)]
       full.append([int(begin_id)] + fim.frame(prefix, suffix, [], ids, prompt.format))
       prefix, suffix = _window(prefix, suffix, room - (len(full[-1]) - len(prefix) - len(suffix)), length_flag)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from evaluation.infilling import exact, prompts, score
 from evaluation.infilling.problems import parse_subsets
 from evaluation.passk import DEFAULT_KS
+from evaluation.prompts import write_jsonl
 from sandbox import batching, execution
 from storage import OutputLocked
 
@@ -70,8 +71,8 @@ def _prompts(args) -> int:
     records = prompts.santacoder_fim_prompts(args.santacoder_fim, args.limit)
   else:
     records = prompts.humaneval_prompts(parse_subsets(args.subset), args.limit)
-  count = prompts.write(records, args.output)
-  print(f"wrote {count} prompts to {args.output}")
+  write_jsonl(records, args.output)
+  print(f"wrote {len(records)} prompts to {args.output}")
   return 0
 
 

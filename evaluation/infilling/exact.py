@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import storage
 from evaluation import resumable
-from evaluation.resumable import Prediction
+from evaluation.infilling import score as infilling_score
 from languages import get as language_named
 
 FIELDS = ("prompt", "suffix", "canonical_solution", "language")
@@ -73,28 +73,13 @@ def is_exact(middle: str, canonical: str) -> bool:
   return middle.strip() == canonical.strip()
 
 
-def read_predictions(path: str, problems: Mapping[str, FimProblem]) -> tuple[list[Prediction], list[str], int]:
-  """The valid predictions (the shared reader), the invalid lines (file:line: why), and how many of
-  those name a qid the problems file lacks."""
-  unknown = 0
-
-  def resolve(record: dict) -> tuple[str, str]:
-    nonlocal unknown
-    qid = str(record["qid"])
-    if qid not in problems:
-      unknown += 1
-      raise ValueError(f"unknown qid {qid!r} (not in the problems file)")
-    return problems[qid].language, qid
-
-  predictions, invalid = resumable.read_predictions(path, resolve)
-  return predictions, invalid, unknown
-
-
 def score(problems_path: str, predictions_path: str, output_dir: str) -> dict:
   """Exact match per language (the file's labels) and overall; writes output_dir/exact_match.jsonl
   (one line per prediction) and output_dir/exact_match.json (the metrics)."""
   problems = read_problems(problems_path)
-  predictions, invalid, unknown = read_predictions(predictions_path, problems)
+  read = infilling_score.read_predictions(predictions_path, problems, lambda record, problem: problem.language,
+                                         "not in the problems file")
+  predictions, invalid, unknown = read.predictions, read.invalid, read.unknown_qids
   records = [{"qid": p.qid, "sample_id": p.sample_id, "language": problems[p.qid].label,
               "exact_match": is_exact(p.code, problems[p.qid].middle)} for p in predictions]
   by_label: dict[str, list[bool]] = collections.defaultdict(list)

@@ -8,10 +8,8 @@ the next function's start). Nothing else travels in the prompt: the scorer finds
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-import storage
 from evaluation.infilling import exact, problems
 from languages import BY_NAME
 
@@ -27,12 +25,3 @@ def santacoder_fim_prompts(path: str, limit: int | None = None) -> list[dict]:
   found = list(exact.read_problems(path).values())[:limit]
   return [{"qid": p.qid, "language": BY_NAME[p.language].display_name, "prefix": p.prefix, "suffix": p.suffix}
           for p in found]
-
-
-def write(records: Iterable[dict], path: str) -> int:
-  """Written whole or not at all (storage.write_atomic): sample.py never reads half a prompts file."""
-  lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
-  if storage.dirname(path):
-    storage.makedirs(storage.dirname(path))
-  storage.write_atomic(path, "".join(lines))
-  return len(lines)

@@ -22,7 +22,7 @@ import collections
 import dataclasses
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import storage
 from evaluation import beam_scoring, resumable
@@ -45,8 +45,17 @@ class Read:
   unknown_qids: int               # of them, lines whose qid names no problem of the scored subsets
 
 
-def read_predictions(path: str, problems: Mapping[str, Problem]) -> Read:
-  """The valid predictions of a sample.py output (the shared reader), counting unknown qids."""
+def _python_only(record: dict, problem: Problem) -> str:
+  language = language_named(record.get("language", "python")).name
+  if language != "python":
+    raise ValueError(f"language {record.get('language')!r}; HumanEval-infilling is Python")
+  return language
+
+
+def read_predictions(path: str, problems: Mapping, language_of: Callable[[dict, object], str] = _python_only,
+                     unknown_means: str = "no problem of the subsets scored") -> Read:
+  """The valid predictions of a sample.py output (the shared reader), counting those whose qid names
+  no problem; `language_of(record, problem)` is a prediction's language (or raises: an invalid line)."""
   unknown = 0
 
   def resolve(record: dict) -> tuple[str, str]:
@@ -54,11 +63,8 @@ def read_predictions(path: str, problems: Mapping[str, Problem]) -> Read:
     qid = str(record["qid"])
     if qid not in problems:
       unknown += 1
-      raise ValueError(f"unknown qid {qid!r} (no problem of the subsets scored)")
-    language = language_named(record.get("language", "python")).name
-    if language != "python":
-      raise ValueError(f"language {record.get('language')!r}; HumanEval-infilling is Python")
-    return language, qid
+      raise ValueError(f"unknown qid {qid!r} ({unknown_means})")
+    return language_of(record, problems[qid]), qid
 
   predictions, invalid = resumable.read_predictions(path, resolve)
   return Read(predictions, invalid, unknown)
