@@ -128,11 +128,18 @@ def test_resume_after_sigkill_replays_the_same_losses(corpus, tmp_path):
   process.send_signal(signal.SIGKILL)
   process.wait(60)
   assert os.path.isdir(checkpoint)
-  assert every < max(_losses(killed))
+  reached = max(_losses(killed))
+  assert every < reached
   resumed = _subprocess(_flags(corpus, killed, steps, f"--gin.train.checkpoint_every={every}"))
   output = resumed.communicate(timeout=300)[0]
   assert resumed.returncode == 0, output
   assert "resumed from step" in output
+  # The steps the killed run had logged past its checkpoint are counted as lost (training/goodput.py).
+  resumed_at = int(re.search(r"resumed from step (\d+)", output).group(1))
+  lost = [r for _, r in storage.read_jsonl(os.path.join(killed, "metrics.jsonl")) if "time/lost_steps" in r]
+  assert [(r["step"], r["time/lost_steps"]) for r in lost] == [(resumed_at, reached - resumed_at)]
+  assert lost[0]["time/lost_s"] > 0
+  assert f"the previous run had logged {reached - resumed_at} steps past it" in output
   with open(os.path.join(killed, "metrics.jsonl")) as f:
     train_steps = [r["step"] for r in map(json.loads, f) if "loss" in r]
   assert train_steps == list(range(1, steps + 1))  # each step once: the replayed ones replace the killed run's

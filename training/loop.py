@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from training.checkpoints import CheckpointError, Checkpointer, InputState, abstract_with_shardings, read_params
+from training.goodput import Timeline
 from training.step import TrainState
 
 if TYPE_CHECKING:
@@ -48,20 +49,28 @@ class StepEnd:
   stop: bool  # SIGTERM: the loop ends after this step
 
 
-Hook = Callable[[StepEnd], None]
+Hook = Callable[[StepEnd], None]  # with a `phase` attribute (training/goodput.PHASES), else "other"
 
 
 def run(state: TrainState, step_fn, batches: Iterator[Mapping[str, np.ndarray]], batch_sharding, start: int,
-        train_steps: int, checkpoint_every: int, hooks: Sequence[Hook], preemption: Preemption) -> TrainState:
-  """Steps from `start` to `train_steps` (or a SIGTERM); returns the last state."""
+        train_steps: int, checkpoint_every: int, hooks: Sequence[Hook], preemption: Preemption,
+        timeline: Timeline) -> TrainState:
+  """Steps from `start` to `train_steps` (or a SIGTERM); returns the last state. Each hook's time is
+  its `phase` in `timeline` (training/goodput.py: what the host did while the device was idle)."""
   step = start
   while step < train_steps:
-    state, metrics = step_fn(state, global_batch(next(batches), batch_sharding))
+    with timeline.phase("input"):
+      batch = global_batch(next(batches), batch_sharding)
+    # The annotation names the step in a profile (training/profiling.py); nothing when not tracing.
+    with timeline.phase("step"), jax.profiler.StepTraceAnnotation("train", step_num=step + 1):
+      state, metrics = step_fn(state, batch)
+    timeline.dispatched(metrics["loss"])
     step += 1
     stop = preemption.requested  # sampled once: a SIGTERM arriving later is handled next step
     end = StepEnd(step, state, metrics, save=step % checkpoint_every == 0 or step == train_steps or stop, stop=stop)
     for hook in hooks:
-      hook(end)
+      with timeline.phase(getattr(hook, "phase", "other")):
+        hook(end)
     if stop:
       print(f"SIGTERM: checkpoint at step {step} saved; exiting", flush=True)
       break

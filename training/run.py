@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+import time
 from typing import Callable, Mapping
 
 import flax.linen as nn
@@ -23,7 +24,7 @@ from model import sharding
 from model.config import ModelConfig, get_config
 from model.summary import flops_per_token
 from model.transformer import Decoder
-from training import loop
+from training import goodput, loop
 from training.checkpoints import CheckpointError, Checkpointer, abstract_with_shardings, read_params
 from training.config import TrainConfig
 from training.hooks import Checkpointing, ProgressLog, Validation
@@ -198,29 +199,67 @@ def _train_batches(config: TrainConfig, checkpointer: Checkpointer, start: int, 
 
 
 def _progress_log(config: TrainConfig, model_config: ModelConfig, writer: MetricsWriter, schedule,
-                  checkpointer: Checkpointer, start: int, primary: bool) -> ProgressLog:
+                  checkpointer: Checkpointer, start: int, primary: bool, timeline: goodput.Timeline) -> ProgressLog:
   return ProgressLog(writer, schedule, config.train_steps, config.log_every,
                      tokens_per_step=config.batch_size * config.sequence_length,
                      flops_per_token=flops_per_token(model_config, config.sequence_length),
                      peak_flops=_peak_flops(model_config.dtype), start_step=start,
-                     primary=primary, newest_checkpoint=lambda: max(checkpointer.steps(), default=None))
+                     primary=primary, newest_checkpoint=lambda: max(checkpointer.steps(), default=None),
+                     timeline=timeline)
 
 
 @dataclasses.dataclass(frozen=True)
 class Prepared:
-  """What a run reads before it writes anything: its vocabulary and its registered tasks' plans."""
+  """What a run reads before it writes anything: its vocabulary and its registered tasks' plans, and
+  when that began and ended (the run's time breakdown starts there)."""
   vocabulary: object
   plans: Mapping[str, MixturePlan]
+  began: float  # time.time()
+  ended: float
 
 
 def prepare(config: TrainConfig) -> Prepared:
   """The vocabulary and the tasks, and the task name checked against them (a UsageError): train.py
   calls this before it creates MODEL_DIR, so a run refused for its data writes nothing."""
+  began = time.time()
   vocabulary = get_vocabulary(config.vocabulary_path)
   plans = _register_tasks(config, vocabulary, jax.process_index() == 0)
   check_task_name(config.mixture_or_task_name, config.corpus_dir)
   check_objective(config)
-  return Prepared(vocabulary, plans)
+  return Prepared(vocabulary, plans, began, time.time())
+
+
+def _count_lost_steps(writer: MetricsWriter, start: int, primary: bool) -> None:
+  """A resumed run: the steps the previous run logged past checkpoint `start` are redone; say how
+  many and their wall time, and record it (time/lost_*) before their records go."""
+  lost = goodput.lost_to_restart(writer.read(), start) if start and primary else None
+  writer.resume_at(start)
+  if lost:
+    writer.write(start, lost)
+    print(f"resuming at step {start}: the previous run had logged {lost['time/lost_steps']:.0f} steps past it "
+          f"({lost['time/lost_s']:.1f} s), which are redone", flush=True)
+
+
+def _close(hooks, timeline: goodput.Timeline, checkpointer: Checkpointer, writer: MetricsWriter, step: int,
+           preempted: bool, model_dir: str, primary: bool) -> str | None:
+  """The end of a run, finished, preempted or failed: the last checkpoint written, the hooks closed
+  (pass@k waits for its scorers unless preempted), the loss curve drawn, and the time since the last
+  log step recorded; the run's breakdown printed. Returns the loss curve's path."""
+  with timeline.phase("checkpoint"):
+    checkpointer.close()
+  for hook in hooks:
+    if hasattr(hook, "close"):
+      with timeline.phase(getattr(hook, "phase", "other")):
+        hook.close(wait=not preempted)
+  with timeline.phase("logging"):
+    plot = writer.plot()
+  writer.write(step, goodput.window_record(timeline.window(), 0))
+  timeline.close()
+  writer.close()
+  if primary:
+    print(f"time of this run ({sum(timeline.totals.values()) / 60:.1f} min): {goodput.shares_line(timeline.totals)}; "
+          f"with every restart: python -m training.goodput {model_dir}", flush=True)
+  return plot
 
 
 def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | None = None,
@@ -228,40 +267,49 @@ def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | No
   """Trains until config.train_steps, resuming from the newest good checkpoint; a SIGTERM saves and
   returns early. Returns the last logged metrics. `prepared`: prepare(config), if done already.
   `before_save`: run before each checkpoint is written; raising refuses it (train.py: the hold on
-  MODEL_DIR, which another run may have taken over)."""
+  MODEL_DIR, which another run may have taken over). Where the time goes: training/goodput.py."""
   primary = jax.process_index() == 0
   prepared = prepared or prepare(config)
-  vocabulary, plans = prepared.vocabulary, prepared.plans
-  model_config = model_config_for(config, vocabulary.vocab_size)
-  schedule, optimizer = schedule_and_optimizer(config)
-  mesh = sharding.make_mesh(*config.mesh_shape)
-  if primary and gin_config_str:
-    storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
-  batch_sharding = NamedSharding(mesh, sharding.batch_spec())
-  checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints, before_save=before_save)
-  writer = MetricsWriter(config.model_dir, primary)
-  trainable, adapters = _trainable(config, model_config, mesh)
+  timeline = goodput.Timeline(began=prepared.began)
+  timeline.add_span("startup", prepared.began, prepared.ended)
+  with timeline.phase("startup"):
+    vocabulary, plans = prepared.vocabulary, prepared.plans
+    model_config = model_config_for(config, vocabulary.vocab_size)
+    schedule, optimizer = schedule_and_optimizer(config)
+    mesh = sharding.make_mesh(*config.mesh_shape)
+    if primary and gin_config_str:
+      storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
+    batch_sharding = NamedSharding(mesh, sharding.batch_spec())
+    checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints, before_save=before_save)
+    writer = MetricsWriter(config.model_dir, primary)
+    trainable, adapters = _trainable(config, model_config, mesh)
   with sharding.activation_sharding(mesh):
-    shardings, state, progress, start = _initial_state(config, trainable.model, optimizer, mesh, checkpointer)
-    writer.resume_at(start)
-    if primary:  # what sample.py needs to rebuild the model without this run's gin files
-      write_run_info(config.model_dir, model_config, config.vocabulary_path, config.checkpoint_dir, adapters)
-    step_fn = jit_train_step(trainable, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches)
-    batches = _train_batches(config, checkpointer, start, progress)
-    validation = Validation(jit_eval_step(trainable, shardings.params, batch_sharding),
-                            _validation_sets(config, plans), batch_sharding, config.eval_every, config.train_steps,
-                            writer, primary)
-    log = _progress_log(config, model_config, writer, schedule, checkpointer, start, primary)
+    with timeline.phase("startup") as initialising:
+      shardings, state, progress, start = _initial_state(config, trainable.model, optimizer, mesh, checkpointer)
+      if start:
+        initialising[0] = "checkpoint"  # it was a restore
+    with timeline.phase("startup"):
+      _count_lost_steps(writer, start, primary)
+      if primary:  # what sample.py needs to rebuild the model without this run's gin files
+        write_run_info(config.model_dir, model_config, config.vocabulary_path, config.checkpoint_dir, adapters)
+      step_fn = jit_train_step(trainable, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches)
+      log = _progress_log(config, model_config, writer, schedule, checkpointer, start, primary, timeline)
+    with timeline.phase("input"):
+      batches = _train_batches(config, checkpointer, start, progress)
+    with timeline.phase("evaluation"):
+      validation = Validation(jit_eval_step(trainable, shardings.params, batch_sharding),
+                              _validation_sets(config, plans), batch_sharding, config.eval_every, config.train_steps,
+                              writer, primary)
+      if start == 0 and config.init_from:  # fine-tuning: the held-out loss it starts from, as step 0
+        validation(loop.StepEnd(0, state, {}, save=False, stop=False))
     hooks = [log, validation, Checkpointing(checkpointer, batches)]  # the non-finite guard before any save
-    if start == 0 and config.init_from:  # fine-tuning: the held-out loss it starts from, as step 0
-      validation(loop.StepEnd(0, state, {}, save=False, stop=False))
+    preemption = loop.Preemption()
     try:
       loop.run(state, step_fn, batches, batch_sharding, start, config.train_steps, config.checkpoint_every, hooks,
-               loop.Preemption())
+               preemption, timeline)
     finally:
-      checkpointer.close()
-      plot = writer.plot()
-      writer.close()
+      plot = _close(hooks, timeline, checkpointer, writer, log.step, preemption.requested, config.model_dir,
+                    primary)
   if primary:
     print(f"checkpoints: {checkpointer.directory}\nmetrics: {writer.path}\nloss curve: {plot}", flush=True)
   return log.last

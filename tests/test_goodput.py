@@ -1,0 +1,152 @@
+"""Where a run's time goes (training/goodput.py): the attribution rule on hand-made intervals, the
+Timeline against a real asynchronous device, and a tiny train.py run whose input pipeline is slowed
+on purpose: the breakdown sums to the wall time and shows the input wait."""
+
+import os
+import time
+
+import gin
+import jax
+import jax.numpy as jnp
+import pytest
+
+import storage
+import train as train_entry
+from data import records, tasks
+from data.batches import TrainBatches
+from data.vocab import train_vocabulary
+from training import goodput
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_attribution_device_first_then_compilation_then_the_host_phase():
+  # Device busy 0-4; a compilation 3-6 (3-4 overlaps the device: that second is step time); input
+  # 0-2 (while the device works: costs nothing); checkpoint 5-8 (5-6 is compilation); nothing 8-10.
+  seconds = goodput.attribute(0, 10, busy=[(0, 4)], compiles=[(3, 6)],
+                              spans=[(0, 2, "input"), (5, 8, "checkpoint")])
+  assert seconds == {**dict.fromkeys(goodput.PHASES, 0.0), "step": 4, "compile": 2, "checkpoint": 2, "other": 2}
+  assert sum(seconds.values()) == 10
+  # Clipped to the window; overlapping device intervals counted once.
+  seconds = goodput.attribute(2, 6, busy=[(0, 3), (1, 5)], compiles=[], spans=[(4, 9, "evaluation")])
+  assert (seconds["step"], seconds["evaluation"], seconds["other"]) == (3, 1, 0)
+
+
+def test_lost_steps_are_the_logged_steps_past_the_checkpoint_and_their_share_of_the_windows():
+  window = lambda step, steps, s: {"step": step, "loss": 1.0, "time/window_s": s, "time/window_steps": steps}  # noqa
+  previous = [window(4, 4, 8.0), window(8, 4, 4.0), window(12, 4, 6.0), {"step": 12, "validation/python": 2.0}]
+  lost = goodput.lost_to_restart(previous, 10)  # steps 11, 12 of the window 9-12, and nothing before
+  assert lost == {"time/lost_steps": 2.0, "time/lost_s": 3.0}
+  assert goodput.lost_to_restart(previous, 12) is None
+
+
+def test_the_timeline_counts_device_time_as_step_and_idle_host_time_by_phase():
+  f = jax.jit(lambda a: jnp.tanh(a @ a @ a @ a).sum())
+  x = jnp.ones((700, 700))
+  f(x).block_until_ready()
+  began = time.perf_counter()
+  for _ in range(3):
+    f(x).block_until_ready()
+  device_s = (time.perf_counter() - began) / 3
+  timeline = goodput.Timeline()
+  try:
+    g = jax.jit(lambda a: jnp.tanh(a @ a @ a @ a).mean())  # new: compiled in the window
+    with timeline.phase("step"):
+      loss = g(x)
+    timeline.dispatched(loss)
+    with timeline.phase("logging"):  # the device is busy all along: nothing idle to charge
+      time.sleep(device_s / 4)
+    with timeline.phase("input"):  # after the device is done: all of it is input wait
+      loss.block_until_ready()
+      time.sleep(0.3)
+    with timeline.phase("startup") as relabelled:
+      time.sleep(0.05)
+      relabelled[0] = "checkpoint"
+    wall_start = timeline._window_start
+    seconds = timeline.window()
+    wall = time.time() - wall_start
+  finally:
+    timeline.close()
+  assert abs(sum(seconds.values()) - wall) < 0.01
+  assert seconds["compile"] > 0.01
+  assert seconds["logging"] < 0.3 * device_s / 4 + 0.01, seconds
+  assert 0.25 < seconds["input"] < 0.3 + 0.6 * device_s + 0.1, seconds
+  assert seconds["step"] > 0.3 * device_s, (seconds, device_s)
+  assert 0.04 < seconds["checkpoint"] < 0.2 and seconds["startup"] == 0
+  assert timeline.totals == seconds
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("goodput_corpus"))
+  words = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
+           for b in ("Name", "Value", "Token", "Tree", "Node", "Index", "Count", "Path", "Item", "Block")]
+  texts = [records.encode("".join(f"def {words[(i * 7 + j) % 100]}(x, y):\n    return x * {j} + y  # {words[j]}\n\n"
+                                  for j in range(2 + i % 6)), f"python/{i}") for i in range(120)]
+  go = [records.encode("package main\n\n" + "".join(f"func {words[(i * 3 + j) % 100]}{j}(n int) int {{\n\treturn n + {j}\n}}\n"
+                                                     for j in range(2 + i % 4)), f"go/{i}") for i in range(120)]
+  for language, files in (("python", texts), ("go", go)):
+    records.write_shard(os.path.join(root, records.shard_name(language, "train", 0, 1)), files[:100])
+    records.write_shard(os.path.join(root, records.shard_name(language, "validation", 0, 1)), files[100:])
+  vocab = train_vocabulary(root, vocab_size=500, output=os.path.join(root, "spm.model"), extra_ids=100)
+  tasks.cache_tasks(root, vocab)
+  return root
+
+
+def _train(corpus, model_dir, steps, *extra):
+  gin.clear_config()
+  cwd = os.getcwd()
+  os.chdir(ROOT)
+  try:
+    return train_entry.main(["--gin_file=gin_configs/runs/demo.gin", f"--gin.MODEL_DIR='{model_dir}'",
+                             f"--gin.CORPUS_DIR='{corpus}'", "--gin.MODEL_SIZE='tiny'", f"--gin.TRAIN_STEPS={steps}",
+                             "--gin.MIXTURE_OR_TASK_NAME='code_python'", "--gin.BATCH_SIZE=8",
+                             "--gin.TASK_FEATURE_LENGTHS={'inputs': 32, 'targets': 32}", "--gin.train.log_every=2",
+                             "--gin.train.eval_every=0", *extra])
+  finally:
+    os.chdir(cwd)
+    gin.clear_config()
+
+
+SLOW_INPUT_S = 0.25
+
+
+def test_a_slow_input_pipeline_shows_as_input_wait_and_the_breakdown_sums_to_the_wall_time(corpus, tmp_path,
+                                                                                             monkeypatch, capsys):
+  next_batch = TrainBatches.__next__
+
+  def slow_next(self):
+    time.sleep(SLOW_INPUT_S)  # the test hook: an input pipeline slower than the tiny model's step
+    return next_batch(self)
+
+  monkeypatch.setattr(TrainBatches, "__next__", slow_next)
+  model_dir = str(tmp_path / "run")
+  began = time.time()
+  _train(corpus, model_dir, 10, "--gin.train.checkpoint_every=10")
+  wall = time.time() - began
+  output = capsys.readouterr().out
+  metrics = [r for _, r in storage.read_jsonl(os.path.join(model_dir, "metrics.jsonl"))]
+  windows = [r for r in metrics if "loss" in r]
+  assert [r["step"] for r in windows] == [2, 4, 6, 8, 10]
+  for record in windows:  # each window's phases add up to its wall time
+    phases = sum(v for k, v in record.items() if k.startswith("time/") and k.endswith("_s") and k != "time/window_s")
+    assert abs(phases - record["time/window_s"]) < 1e-6 * max(1.0, phases)
+    assert record["time/window_steps"] == 2
+  later = windows[1:]  # past compilation: the device waits for input most of the time
+  assert all(r["time/input_s"] > 0.7 * 2 * SLOW_INPUT_S for r in later), later
+  assert all(r["time/input_s"] > 0.6 * r["time/window_s"] for r in later), later
+  assert "  time: input" in output  # the console line, input first (largest)
+  breakdown = goodput.run_breakdown(metrics)
+  # The whole run, start-up and the final checkpoint included, is the wall time of train.py's main
+  # less what precedes the run's preparation (flag parsing): within 1.5 s.
+  assert wall - 1.5 < breakdown["total_s"] <= wall
+  assert breakdown["seconds"]["other"] < 0.02 * breakdown["total_s"]
+  assert breakdown["seconds"]["input"] >= 10 * SLOW_INPUT_S * 0.8
+  assert breakdown["seconds"]["compile"] > 0 and breakdown["seconds"]["checkpoint"] > 0
+  assert f"time of this run ({breakdown['total_s'] / 60:.1f} min)" in output
+
+  assert goodput.main([model_dir]) == 0
+  table = capsys.readouterr().out
+  assert "input" in table and "steps 10; goodput" in table
+  assert goodput.main([str(tmp_path / "nothing")]) == 2
+  assert "metrics.jsonl not found" in capsys.readouterr().err
