@@ -18,6 +18,8 @@ from model import lora as lora_adapters
 from model import sharding
 from model.config import SIZES
 from objectives.ul2 import UL2Config
+from training import profiling
+from training.passk_hook import PasskConfig
 from training.checkpoints import refuse_unwritable
 from training.config import TrainConfig
 from training.optimizer import Optimizer, Schedule
@@ -26,6 +28,7 @@ from training.run_info import read_imported_from
 gin.external_configurable(UL2Config, module="codelm")
 gin.external_configurable(lora_adapters.LoraConfig, module="codelm")
 gin.external_configurable(practical_data.PracticalTasks, module="codelm")
+gin.external_configurable(PasskConfig, module="codelm")
 # The class itself: `train.batch_size = ...` binds TrainConfig's field, and its defaults are gin's.
 _Train = gin.external_configurable(TrainConfig, "train")
 # A field without a default must be bound, as gin.REQUIRED's: gin names every missing one at once.
@@ -40,7 +43,8 @@ def train_config(check_paths: bool = True, **given) -> TrainConfig:
   check(config, check_paths)
   # The enums and the tuple once here, after check() has named a bad value by its gin name.
   return dataclasses.replace(config, optimizer=Optimizer(config.optimizer), lr_schedule=Schedule(config.lr_schedule),
-                             mesh_shape=tuple(config.mesh_shape))
+                             mesh_shape=tuple(config.mesh_shape),
+                             profile_steps=tuple(config.profile_steps) if config.profile_steps else None)
 
 
 def check(config: TrainConfig, check_paths: bool = True) -> None:
@@ -111,6 +115,26 @@ def check(config: TrainConfig, check_paths: bool = True) -> None:
   if c.clip_global_norm is not None:
     check_float("train.clip_global_norm", c.clip_global_norm, above=0)
   check_mesh_shape("train.mesh_shape", c.mesh_shape)
+  if c.profile_steps is not None:
+    if not isinstance(c.profile_steps, (tuple, list)) or len(c.profile_steps) != 2:
+      raise UsageError(f"train.profile_steps must be (FIRST, COUNT) or None, got {c.profile_steps!r}")
+    try:
+      profiling.check_settings(*c.profile_steps, c.profile_every)
+    except ValueError as error:
+      raise UsageError(str(error)) from None
+  elif c.profile_every:
+    raise UsageError(f"train.profile_every {c.profile_every!r} repeats train.profile_steps, which is not set")
+  if c.passk is not None:
+    if not isinstance(c.passk, PasskConfig):
+      raise UsageError(f"train.passk must be @codelm.PasskConfig() or None, got {c.passk!r}")
+    if c.lora is not None:
+      raise UsageError("train.passk samples the trained parameters, which are LoRA adapters here: not supported")
+    try:
+      c.passk.check()
+    except ValueError as error:
+      raise UsageError(str(error)) from None
+  if not isinstance(c.profile_all_hosts, bool):
+    raise UsageError(f"train.profile_all_hosts must be True or False, got {c.profile_all_hosts!r}")
   if not check_paths:  # (the pre-flight compiles for another slice's devices)
     return
   try:  # the devices of this run, before MODEL_DIR is written

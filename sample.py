@@ -33,6 +33,10 @@ draws from the same keys, but its other shapes may round logits differently and 
 draw. Documented edge
 cases: an empty prompt samples from `[code]` alone; a (qid, language) pair is one prompt: BabelCode
 reuses qids across languages.
+
+--profile_steps=FIRST,COUNT writes a jax.profiler trace of those decode chunks (a chunk: up to
+--chunk_length decode steps and the host's stop checks) to OUTPUT's folder/profile, a TensorBoard
+logdir: `tensorboard --logdir OUTPUT_FOLDER/profile`, Profile tab (training/profiling.py).
 """
 
 from __future__ import annotations
@@ -88,7 +92,19 @@ def _flags_parser() -> argparse.ArgumentParser:
   parser.add_argument("--truncate_prompts", action="store_true",
                       help="sample a prompt longer than the context minus --max_decode_length from its last tokens "
                       "(marked prompt_truncated, counted at the end); default: refuse such prompts before sampling")
+  parser.add_argument("--profile_steps", type=_first_count, metavar="FIRST,COUNT",
+                      help="write a jax.profiler trace of decode chunks FIRST..FIRST+COUNT-1 (chunk 1 includes "
+                      "compiling) to OUTPUT's folder/profile, a TensorBoard logdir (first host only); default: off")
   return parser
+
+
+def _first_count(text: str) -> tuple[int, ...] | str:
+  """FIRST,COUNT ("5,3") as (5, 3); anything else is kept as given for sampling/run.py's check, which
+  names the flag."""
+  try:
+    return tuple(int(part) for part in text.split(","))
+  except ValueError:
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

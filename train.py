@@ -21,6 +21,7 @@ if __name__ == "__main__":  # before TensorFlow, JAX and Beam are imported
 
 import contextlib
 import sys
+import time
 from typing import Sequence
 
 import gin
@@ -36,11 +37,12 @@ from training.checkpoints import CheckpointError
 from training.distributed import maybe_initialize_distributed
 
 
-def train(gin_config_str: str = "") -> dict:
+def train(gin_config_str: str = "", began: float | None = None) -> dict:
   """Trains until train_steps; returns the last logged metrics. One train.py per MODEL_DIR: the first
-  process holds MODEL_DIR/train.lock while it runs, and a second run there refuses at once."""
+  process holds MODEL_DIR/train.lock while it runs, and a second run there refuses at once. `began`:
+  when the command started (the run's time breakdown counts from there)."""
   config = train_config()  # every value checked, the mesh against the devices
-  prepared = run.prepare(config)  # the data, and the task name against it: before MODEL_DIR exists
+  prepared = run.prepare(config, began)  # the data, and the task name against it: before MODEL_DIR exists
   storage.makedirs(config.model_dir)
   with exclusive_output(storage.join(config.model_dir, "train"), "train.py", f"MODEL_DIR {config.model_dir}") \
       if jax.process_index() == 0 else contextlib.nullcontext() as held:
@@ -48,11 +50,12 @@ def train(gin_config_str: str = "") -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
+  began = time.time()
   gin_files, bindings = gin_flags.parse_flags(sys.argv[1:] if argv is None else argv, __doc__)
   maybe_initialize_distributed()
   try:
     gin_flags.parse_gin(gin_files, bindings)
-    return train(gin_config_str=gin.config_str())
+    return train(gin_config_str=gin.config_str(), began=began)
   except (UsageError, OutputLocked) as error:  # the user's flags/input, or a MODEL_DIR another run
     # holds: status 2, as argparse's and as sample.py and the scorer answer a held output
     print(f"train.py: {gin_flags.message(error)}", file=sys.stderr)

@@ -6,6 +6,11 @@ Times the jitted forward + backward + Adafactor update (the real train_step) and
 the matmul ceiling of this machine: a large jnp.dot in the compute dtype. MFU is model FLOP/s (PaLM's
 6N + 12LHKT per token, model/summary.py) over that measured ceiling. Prints the figures and writes
 them as JSON (bench/results/ by default).
+
+`--hook_steps N` also measures what training.loop.run adds around the same step (the time breakdown's
+timeline and watcher thread, the progress log every --log_every steps; profiling and pass@k off, as
+by default): rounds of N steps through a bare dispatch loop and through loop.run, alternated, so the
+overhead can be read against the spread of the bare rounds (the noise).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -24,6 +30,9 @@ import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 
 import storage  # noqa: E402
+from training import goodput, loop  # noqa: E402
+from training.hooks import ProgressLog  # noqa: E402
+from training.metrics import MetricsWriter  # noqa: E402
 from model import sharding  # noqa: E402
 from model.config import AttentionKernel, RematPolicy, SIZES, get_config  # noqa: E402
 from model.summary import flops_per_token  # noqa: E402
@@ -47,6 +56,43 @@ def synthetic_batch(batch: int, seq: int, vocab: int, documents_per_row: int = 4
   return features
 
 
+def hooks_overhead(step, state, host_batch, batch_sharding, steps: int, rounds: int, log_every: int,
+                   flops_per_token_: float, ceiling: float) -> dict:
+  """Seconds per step of `rounds` x `steps` steps dispatched back to back (the batch transferred each
+  step, as the loop does), and through loop.run with its timeline and progress log, alternated."""
+  def bare(state):
+    for _ in range(steps):
+      state, metrics = step(state, loop.global_batch(host_batch, batch_sharding))
+    jax.block_until_ready(metrics)
+    return state
+
+  def with_hooks(state, start: int, model_dir: str):
+    timeline = goodput.Timeline()
+    writer = MetricsWriter(model_dir)
+    log = ProgressLog(writer, lambda s: 0.01, start + steps, log_every, tokens_per_step=host_batch[
+        "decoder_input_tokens"].size, flops_per_token=flops_per_token_, peak_flops=ceiling, start_step=start,
+        primary=False, newest_checkpoint=lambda: None, timeline=timeline)  # primary=False: no console lines
+    batches = iter(lambda: host_batch, None)
+    state = loop.run(state, step, batches, batch_sharding, start, start + steps, checkpoint_every=10**9, hooks=[log],
+                     preemption=loop.Preemption(), timeline=timeline)
+    jax.block_until_ready(state)
+    timeline.close()
+    writer.close()
+    return state
+
+  times: dict[str, list[float]] = {"bare": [], "hooks": []}
+  with tempfile.TemporaryDirectory() as model_dir:
+    for r in range(rounds):
+      for name in ("bare", "hooks"):
+        began = time.perf_counter()
+        state = bare(state) if name == "bare" else with_hooks(state, 2 * r * steps, model_dir)
+        times[name].append((time.perf_counter() - began) / steps)
+  bare_s, hooks_s = statistics.median(times["bare"]), statistics.median(times["hooks"])
+  return {"hook_steps": steps, "rounds": rounds, "log_every": log_every, "bare_step_seconds": times["bare"],
+          "hooks_step_seconds": times["hooks"], "hooks_overhead": hooks_s / bare_s - 1,
+          "bare_spread": (max(times["bare"]) - min(times["bare"])) / bare_s}
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--size", default="small", choices=list(SIZES))
@@ -62,6 +108,10 @@ def main(argv=None) -> dict:
   parser.add_argument("--mesh", default="-1,1,1", help="data,fsdp,tensor over all local devices")
   parser.add_argument("--matmul_n", type=int, default=None, help="ceiling matmul size (default 2048 CPU, 8192 GPU)")
   parser.add_argument("--output", default=None, help="JSON path (default bench/results/train_step_SIZE_PLATFORM.json)")
+  parser.add_argument("--hook_steps", type=int, default=0,
+                      help="also time rounds of this many steps bare and through training.loop.run (0: not)")
+  parser.add_argument("--hook_rounds", type=int, default=3)
+  parser.add_argument("--log_every", type=int, default=10, help="the progress log's interval in the hooks rounds")
   args = parser.parse_args(argv)
 
   overrides = {}
@@ -100,6 +150,11 @@ def main(argv=None) -> dict:
       jax.block_until_ready(metrics)
       times.append(time.perf_counter() - start)
       print(f"  step {i + 1}/{args.steps}: {times[-1]:.3f} s, loss {float(metrics['loss']):.3f}", flush=True)
+    overhead = {}
+    if args.hook_steps:
+      host_batch = synthetic_batch(args.batch, args.seq, config.vocab_size, args.documents_per_row)
+      overhead = hooks_overhead(step, state, host_batch, batch_sharding, args.hook_steps, args.hook_rounds,
+                                args.log_every, flops_per_token(config, args.seq), ceiling)
 
   step_s = statistics.median(times)
   tokens_per_s = args.batch * args.seq / step_s
@@ -112,11 +167,16 @@ def main(argv=None) -> dict:
       "host": platform.node(), "step_seconds": step_s, "step_seconds_all": times,
       "first_step_seconds_incl_compile": compile_s, "tokens_per_second": tokens_per_s,
       "model_tflops_per_second": model_flops / 1e12, "matmul_ceiling_tflops_per_second": ceiling / 1e12,
-      "mfu": model_flops / ceiling, "final_loss": float(metrics["loss"]),
+      "mfu": model_flops / ceiling, "final_loss": float(metrics["loss"]), **overhead,
   }
   print(f"{args.size} {args.batch}x{args.seq} {config.dtype}: {step_s:.3f} s/step, {tokens_per_s:,.0f} tokens/s, "
         f"{model_flops / 1e12:.3f} model TFLOP/s, MFU {100 * result['mfu']:.1f}% of the measured "
         f"{ceiling / 1e12:.3f} TFLOP/s ceiling")
+  if overhead:
+    print(f"training.loop.run with its hooks (log every {args.log_every}): "
+          f"{1e3 * statistics.median(overhead['hooks_step_seconds']):.2f} ms/step against "
+          f"{1e3 * statistics.median(overhead['bare_step_seconds']):.2f} ms bare: {100 * overhead['hooks_overhead']:+.1f}% "
+          f"(bare rounds spread {100 * overhead['bare_spread']:.1f}%; {args.hook_rounds} rounds of {args.hook_steps} steps)")
   output = args.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                        f"train_step_{args.size}_{backend}.json")
   storage.makedirs(storage.dirname(output))

@@ -185,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--tpu_name", default="codelm-{cell}", help="tpu: pod name; may use {size} {mixture} {cell}")
   p.add_argument("--zone", default=None, help="tpu: zone, e.g. us-central2-b")
   p.add_argument("--project", default=None, help="tpu: Google Cloud project")
+  p.add_argument("--passk_every", type=int, default=0, metavar="N",
+                 help="pass@k of a HumanEval subset every N steps while each cell trains (train.passk, "
+                      "docs/observability.md; 0: off)")
   p.add_argument("--k", default=None, metavar="DATASET=K,...",
                  help="pass@k of the paper's figures per dataset (default: 100 generation, 25 translation)")
   return p
@@ -197,6 +200,10 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_train) -> int:
     bindings, seed = parse_bindings(rest)
   except ValueError as error:
     p.error(str(error))
+  if args.passk_every < 0:
+    p.error(f"--passk_every must be 0 (off) or a number of steps, got {args.passk_every}")
+  if args.passk_every:  # the training hook of training/passk_hook.py in every cell
+    bindings += ["--gin.train.passk=@codelm.PasskConfig()", f"--gin.codelm.PasskConfig.every={args.passk_every}"]
   sizes = args.sizes or list(DEFAULT_SIZES[args.launcher])
   mixtures = args.mixtures or available("mixtures")
   for kind, names in (("models", sizes), ("mixtures", mixtures)):

@@ -16,12 +16,16 @@ import collections
 import dataclasses
 import json
 import zlib
+from typing import TYPE_CHECKING, Sequence
 
 import languages
 import storage
 from objectives import fim
 from sampling.prompt_fit import EncodedPrompts, Infill, Prompt
 from storage import parse_line, read_jsonl
+
+if TYPE_CHECKING:  # sampling/rows.py imports jax: sample.py --help stays quick without it
+  from sampling.rows import Completion
 
 
 def read_prompts(path: str) -> list[dict]:
@@ -87,6 +91,21 @@ def shown_prompt(record: dict) -> str:
 
 # What a prompt record holds that its predictions do not repeat.
 PROMPT_FIELDS = ("prompt", "prefix", "suffix", "stop")
+
+
+def prediction_records(prompt: dict, completions: Sequence[Completion], truncated: bool) -> list[dict]:
+  """A prompt's predictions lines, one per completion in sample_id order: its passed-through fields,
+  then qid, language, sample_id, code, finish_reason, num_tokens, and prompt_truncated where it was cut
+  (the one writer of the format: sample.py and pass@k during training)."""
+  records = []
+  for sample_id, completion in enumerate(completions):
+    record = {k: v for k, v in prompt.items() if k not in PROMPT_FIELDS}
+    record.update(qid=prompt["qid"], language=prompt["language"], sample_id=sample_id, code=completion.text,
+                  finish_reason=completion.finish_reason, num_tokens=completion.num_tokens)
+    if truncated:
+      record["prompt_truncated"] = True
+    records.append(record)
+  return records
 
 
 def prompt_key(record: dict) -> tuple[str, str]:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from sampling import predictions
 from sampling.prompt_fit import PromptsTooLong, check_fit
 from sampling.strategies import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P
 from storage import exclusive_output
+from training.profiling import Profiler, check_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +51,7 @@ class SampleRun:
   mesh_shape: Sequence[int] = (-1, 1, 1)
   show: int = 0  # samples per prompt printed at the end
   truncate_prompts: bool = False
+  profile_steps: Sequence[int] | None = None  # (FIRST, COUNT): a jax.profiler trace of those decode chunks
 
 
 def check(run: SampleRun) -> None:
@@ -67,8 +70,25 @@ def check(run: SampleRun) -> None:
   check_mesh_shape("sample.mesh_shape", run.mesh_shape)
   if not isinstance(run.truncate_prompts, bool):
     raise UsageError(f"--truncate_prompts must be true or false, got {run.truncate_prompts!r}")
+  if run.profile_steps is not None:
+    check_profile_steps(run.profile_steps)
   if not storage.isfile(run.prompts):
     raise UsageError(f"--prompts: {run.prompts} is not a file")
+
+
+def check_profile_steps(value: Any) -> None:
+  """--profile_steps as (FIRST, COUNT) decode chunks, FIRST from 1 (chunk 1 includes compiling)."""
+  if isinstance(value, str) or not isinstance(value, Sequence) or len(value) != 2:
+    raise UsageError(f"--profile_steps must be FIRST,COUNT (decode chunks, e.g. 2,3), got {value!r}")
+  try:
+    check_settings(value[0], value[1], steps_name="--profile_steps")
+  except ValueError as error:
+    raise UsageError(str(error)) from None
+
+
+def profile_dir(output: str) -> str:
+  """Where --profile_steps writes: a TensorBoard logdir beside the predictions (OUTPUT's folder/profile)."""
+  return storage.join(storage.dirname(output), "profile")
 
 
 def sample(run: SampleRun) -> int:
@@ -114,6 +134,12 @@ def sample(run: SampleRun) -> int:
         predictions.report(output, predictions.summarize(output), encoded, run.truncate_prompts)
       return 0
     sampler, step = restore.load_sampler(run.checkpoint, run.mesh_shape)
+    profiler = None
+    if run.profile_steps is not None:  # the first host's decode chunks, in a run folder named after the output
+      name = os.path.splitext(output.rstrip("/").rsplit("/", 1)[-1])[0]  # local path or URL
+      first, count = run.profile_steps
+      profiler = stack.enter_context(contextlib.closing(
+          Profiler(profile_dir(output), "decode chunks", f"{name}.chunks", first, count, enabled=primary)))
     start, samples, tokens = time.perf_counter(), 0, 0
     with tqdm(total=len(todo) * run.num_samples, unit="sample", desc=f"sampling (step {step})",
               disable=not primary) as bar:
@@ -122,25 +148,20 @@ def sample(run: SampleRun) -> int:
       stops = [predictions.stops(p) for p in records]
       stream = sampler.stream(encoded, run.num_samples, config, seed=run.seed, stops=stops,
                               prompt_ids=[predictions.prompt_seed_id(p) for p in records],
-                              skip=[not keep for keep in left], truncate=run.truncate_prompts)
+                              skip=[not keep for keep in left], truncate=run.truncate_prompts,
+                              on_chunk=profiler.after if profiler else None)
       for index, completions in stream:  # each prompt as soon as its samples are all done
-        prompt, truncated = records[index], encoded.truncated[index]
-        lines = []
-        for sample_id, completion in enumerate(completions):
-          record = {k: v for k, v in prompt.items() if k not in predictions.PROMPT_FIELDS}
-          record.update(qid=prompt["qid"], language=prompt["language"], sample_id=sample_id,
-                        code=completion.text, finish_reason=completion.finish_reason,
-                        num_tokens=completion.num_tokens)
-          if truncated:
-            record["prompt_truncated"] = True
-          lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-          tokens += completion.num_tokens
+        lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in predictions.prediction_records(
+            records[index], completions, encoded.truncated[index])]
+        tokens += sum(completion.num_tokens for completion in completions)
         if primary:  # one append per whole prompt
           storage.append_lines(output, lines)
         samples += len(lines)
         elapsed = time.perf_counter() - start
         bar.update(len(lines))
         bar.set_postfix(samples_per_s=f"{samples / elapsed:.1f}", tokens_per_s=f"{tokens / elapsed:.0f}")
+    if profiler:
+      profiler.close()  # the run had fewer chunks than the profile asked for
     if primary:
       print(f"wrote {samples} samples to {output}", flush=True)
       if run.show:

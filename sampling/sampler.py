@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import flax.struct
 import jax
@@ -329,7 +329,8 @@ class Sampler:
   def stream(self, prompts: Sequence[Prompt] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
              max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None,
-             truncate: bool = False) -> Iterator[tuple[int, list[Completion]]]:
+             truncate: bool = False, on_chunk: Callable[[int, DecodeState], None] | None = None
+             ) -> Iterator[tuple[int, list[Completion]]]:
     """(prompt index, its num_samples completions) for each prompt, as soon as all its samples end.
 
     prompts: strings or `Infill`s, or `encode_prompts`'s result for config.max_decode_length (a caller that has
@@ -341,6 +342,9 @@ class Sampler:
     stable ids (sample.py hashes the prompt's qid and language). max_new_tokens [prompts, num_samples]:
     per-sample limits below max_decode_length (the benchmark replays measured completion lengths with
     it). skip [prompts]: prompts not to sample (a resumed run's, already written), never yielded.
+    on_chunk(chunks done, state): called before the first decode chunk (0) and after each one, its
+    stop checks done; sample.py starts and stops a profile there (training/profiling.py). Each chunk
+    runs inside jax.profiler.StepTraceAnnotation("decode_chunk", step_num=its number, from 1).
 
     A prompt's samples depend on the prompts, the settings, the seed and its prompt id, not on which
     prompts are skipped: the skipped prompts still set the padded prompt width and the layout, so a
@@ -383,14 +387,17 @@ class Sampler:
     left = [num_samples] * len(encoded)
     finished_prompts, chunks = int(skip.sum()), 0
     stopped, longest = np.zeros(rows, bool), 0
+    if on_chunk:
+      on_chunk(0, state)
     while finished_prompts < len(encoded):
       window = new
       if config.window_bucket:
         window = min(new, -(-(longest + config.chunk_length) // config.window_bucket) * config.window_bucket)
-      state = self._continue(self.params, state, self._global(stopped, rows=True), num_samples, group, window,
-                             config)
+      with jax.profiler.StepTraceAnnotation("decode_chunk", step_num=chunks + 1):
+        state = self._continue(self.params, state, self._global(stopped, rows=True), num_samples, group, window,
+                               config)
+        count = int(self._to_host(state.out_count))  # waits for the chunk: its device time is in the step
       chunks += 1
-      count = int(self._to_host(state.out_count))
       if count:
         out_sample, out_tokens, out_generated = (self._to_host(x)[:count] for x in (
             state.out_sample, state.out_tokens, state.out_generated))
@@ -409,6 +416,8 @@ class Sampler:
       stopped = stopped_rows(self.vocabulary, tokens, generated, running,
                              [stops[s // num_samples] if s >= 0 else () for s in sample])
       longest = int(generated[running].max()) if running.any() else 0
+      if on_chunk:
+        on_chunk(chunks, state)
     self.last_stats = {"rows": rows, "slots": slots, "rows_per_slot": group, "chunks": chunks,
                        "decode_steps": int(self._to_host(state.steps))}
 
@@ -439,11 +448,12 @@ class Sampler:
   def sample(self, prompts: Sequence[Prompt] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,
              stops: Sequence[Sequence[str]] | None = None, prompt_ids: Sequence[int] | None = None,
              max_new_tokens: np.ndarray | None = None, skip: Sequence[bool] | None = None,
-             truncate: bool = False) -> list[list[Completion]]:
+             truncate: bool = False, on_chunk: Callable[[int, DecodeState], None] | None = None
+             ) -> list[list[Completion]]:
     """num_samples completions for each prompt, in prompt order (see `stream`; a skipped prompt's: [])."""
     results: list[list[Completion]] = [[] for _ in range(len(prompts.ids if isinstance(prompts, EncodedPrompts)
                                                               else prompts))]
     for prompt, completions in self.stream(prompts, num_samples, config, seed, stops, prompt_ids, max_new_tokens,
-                                           skip, truncate):
+                                           skip, truncate, on_chunk):
       results[prompt] = completions
     return results

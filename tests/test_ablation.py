@@ -198,6 +198,11 @@ def test_tpu_dry_run_prints_the_paper_grid(capsys):
     assert argv_[3] == f"codelm-{size}-{mixture}".replace("_", "-")
     assert f"--gin.MODEL_DIR='gs://b/ablation/{size}_{mixture}'" in train
     assert "--gin.train.microbatches=8" in train
+  assert ablation.main(argv + ["--passk_every", "500"]) == 0  # pass@k while training, in every cell
+  for line in capsys.readouterr().out.splitlines():
+    train = shlex.split(line)
+    at = train.index("--gin.train.passk=@codelm.PasskConfig()")
+    assert train[at + 1] == "--gin.codelm.PasskConfig.every=500"
     assert not any(a.startswith("--gin.TRAIN_STEPS") for a in train)  # the paper's, from models/<size>.gin
   assert seen == {(s, m) for s in ("1b", "2b", "4b") for m in ("natural", "unimax_1", "unimax_2", "unimax_3",
                                                                  "unimax_4")}

@@ -54,6 +54,12 @@ class TrainConfig:
   lr_schedule: Schedule = Schedule.RSQRT
   lora: LoraConfig | None = None  # train adapters of init_from's frozen parameters instead of them
   practical_tasks: PracticalTasks | None = None  # fine-tune on data/practical_tasks.py's task
+  # A jax.profiler trace of steps FIRST..FIRST+COUNT-1, again every profile_every steps (0: once), into
+  # MODEL_DIR/tensorboard/plugins/profile (training/profiling.py); None: no profile.
+  profile_steps: tuple[int, int] | None = None
+  profile_every: int = 0
+  profile_all_hosts: bool = False  # False: the first host only
+  passk: Any = None  # training.passk_hook.PasskConfig | None: pass@k of a benchmark subset while training
 
   @property
   def sequence_length(self) -> int:

@@ -3,7 +3,6 @@ Every file goes through `storage`, so MODEL_DIR may be a gs:// URL."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Mapping
 
@@ -56,35 +55,72 @@ class MetricsWriter:
     return [record for _, record in storage.read_jsonl(self.path)]
 
   def plot(self, output: str | None = None) -> str | None:
-    """Training loss (and validation losses, where logged) against step."""
-    records = self.read()
-    if not self.primary or not records:
+    """Training loss (and validation losses, where logged) against step: loss.png beside metrics.jsonl."""
+    records = self.read() if self.primary else []
+    if not records:
       return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    output = output or storage.join(storage.dirname(self.path), "loss.png")
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
-    ax.plot(*zip(*train), label="train loss", color="black")
+    _loss_axis(ax, records)
     for key in sorted({k for r in records for k in r if k.startswith("validation/")}):
       points = [(r["step"], r[key]) for r in records if key in r]
       ax.plot(*zip(*points), marker="o", markersize=3, linewidth=1, label=key.split("/", 1)[1])
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats / target token)")
-    ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    png = io.BytesIO()  # matplotlib writes local files only: the bytes go through storage
-    fig.savefig(png, format="png", dpi=110)
-    plt.close(fig)
-    storage.write_atomic(output, png.getvalue())
-    return output
+    return _save(plt, fig, output or self._beside("loss.png"))
+
+  def plot_passk(self, output: str | None = None) -> str | None:
+    """Training loss (left axis) and each language's pass@1 (right axis, a fraction of problems)
+    against step: passk.png beside metrics.jsonl, only when pass@k was logged (training/passk_hook.py)."""
+    records = self.read() if self.primary else []
+    keys = sorted({k for r in records for k in r if k.startswith("passk/") and k.endswith("/pass@1")})
+    if not keys:
+      return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    _loss_axis(ax, records)
+    right = ax.twinx()
+    for key in keys:
+      points = sorted((r["step"], r[key]) for r in records if key in r)
+      right.plot(*zip(*points), marker="o", markersize=4, linewidth=1.5, label=f"{key.split('/')[1]} pass@1")
+    right.set_ylabel("pass@1 (fraction of problems)")
+    right.set_ylim(bottom=0)
+    lines = ax.get_legend_handles_labels(), right.get_legend_handles_labels()
+    right.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], fontsize=7, ncol=2, loc="upper center")
+    return _save(plt, fig, output or self._beside("passk.png"))
+
+  def _beside(self, name: str) -> str:
+    return storage.join(storage.dirname(self.path), name)
 
   def close(self) -> None:
     if self._jsonl is not None:
       self._jsonl.close()
     if self._tensorboard is not None:
       self._tensorboard.close()
+
+
+def _pyplot():
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def _loss_axis(ax, records: list[dict]) -> None:
+  """The training loss against step on `ax`, with its labels and grid."""
+  train = [(r["step"], r["loss"]) for r in records if "loss" in r]
+  if train:
+    ax.plot(*zip(*train), label="train loss", color="black")
+  ax.set_xlabel("step")
+  ax.set_ylabel("loss (nats / target token)")
+  ax.grid(alpha=0.3)
+
+
+def _save(plt, fig, output: str) -> str:
+  """The figure as a PNG through storage (matplotlib writes local files only), then closed."""
+  fig.tight_layout()
+  try:
+    return storage.save_figure(fig, output)
+  finally:
+    plt.close(fig)

@@ -30,6 +30,8 @@ from training.config import TrainConfig
 from training.hooks import Checkpointing, ProgressLog, Validation
 from training.metrics import MetricsWriter
 from training.optimizer import make_optimizer, make_schedule
+from training.passk_hook import PasskDuringTraining
+from training.profiling import ProfileSteps
 from training.run_info import write_run_info
 from training.step import (Trainable, TrainState, init_lora_state, init_sharded_state, jit_eval_step, jit_train_step,
                            lora_state_shardings, state_shardings)
@@ -218,10 +220,11 @@ class Prepared:
   ended: float
 
 
-def prepare(config: TrainConfig) -> Prepared:
+def prepare(config: TrainConfig, began: float | None = None) -> Prepared:
   """The vocabulary and the tasks, and the task name checked against them (a UsageError): train.py
-  calls this before it creates MODEL_DIR, so a run refused for its data writes nothing."""
-  began = time.time()
+  calls this before it creates MODEL_DIR, so a run refused for its data writes nothing. `began`: when
+  the run's command started (default: now), where its time breakdown starts."""
+  began = time.time() if began is None else began
   vocabulary = get_vocabulary(config.vocabulary_path)
   plans = _register_tasks(config, vocabulary, jax.process_index() == 0)
   check_task_name(config.mixture_or_task_name, config.corpus_dir)
@@ -253,6 +256,7 @@ def _close(hooks, timeline: goodput.Timeline, checkpointer: Checkpointer, writer
         hook.close(wait=not preempted)
   with timeline.phase("logging"):
     plot = writer.plot()
+    writer.plot_passk()  # passk.png beside it, where pass@k was logged
   writer.write(step, goodput.window_record(timeline.window(), 0))
   timeline.close()
   writer.close()
@@ -302,7 +306,17 @@ def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | No
                               writer, primary)
       if start == 0 and config.init_from:  # fine-tuning: the held-out loss it starts from, as step 0
         validation(loop.StepEnd(0, state, {}, save=False, stop=False))
-    hooks = [log, validation, Checkpointing(checkpointer, batches)]  # the non-finite guard before any save
+    hooks = [log, validation]  # the non-finite guard before any save
+    if config.passk:
+      with timeline.phase("evaluation"):
+        passk = PasskDuringTraining(config.passk, trainable.model, vocabulary, mesh,
+                                    storage.join(config.model_dir, "passk"), writer, config.train_steps, primary)
+        passk.resume_at(start)  # steps a stopped run sampled but never logged are scored again
+      hooks.append(passk)
+    hooks.append(Checkpointing(checkpointer, batches))
+    if config.profile_steps:  # last: built just before the loop (it may start tracing step start + 1)
+      hooks.append(ProfileSteps(storage.join(config.model_dir, "tensorboard"), *config.profile_steps,
+                                config.profile_every, config.profile_all_hosts, start, config.train_steps))
     preemption = loop.Preemption()
     try:
       loop.run(state, step_fn, batches, batch_sharding, start, config.train_steps, config.checkpoint_every, hooks,
