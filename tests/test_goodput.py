@@ -76,6 +76,27 @@ def test_the_timeline_counts_device_time_as_step_and_idle_host_time_by_phase():
   assert timeline.totals == seconds
 
 
+def test_device_memory_is_the_busiest_local_device_s_where_the_backend_reports_it(monkeypatch):
+  class Device:
+    def __init__(self, stats):
+      self.stats = stats
+
+    def memory_stats(self):
+      return self.stats
+
+  monkeypatch.setattr(jax, "local_devices", lambda: [Device({"bytes_in_use": 5, "peak_bytes_in_use": 9}),
+                                                     Device({"bytes_in_use": 7, "peak_bytes_in_use": 8})])
+  assert goodput.device_memory() == {"memory/bytes_in_use": 7.0, "memory/peak_bytes_in_use": 9.0}
+  monkeypatch.setattr(jax, "local_devices", lambda: [Device(None)])  # XLA:CPU
+  assert goodput.device_memory() == {}
+  breakdown = goodput.run_breakdown([{"step": 2, "time/step_s": 3.0, "time/input_s": 1.0,
+                                      "memory/peak_bytes_in_use": 2.0 ** 31},
+                                     {"step": 2, "time/lost_steps": 1.0, "time/lost_s": 4.0}])
+  assert (breakdown["total_s"], breakdown["goodput"], breakdown["lost_steps"]) == (4.0, 3.0 / 8.0, 1.0)
+  assert "peak device memory 2.00 GiB" in goodput.table(breakdown)
+  assert goodput.shares_line({"step": 3.0, "input": 1.0, "other": 0.0}) == "step 75.0%  input 25.0%"
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
   root = str(tmp_path_factory.mktemp("goodput_corpus"))

@@ -122,6 +122,7 @@ class Timeline:
     self._last_done = 0.0
     self._watched: queue.Queue = queue.Queue()
     self.totals = dict.fromkeys(PHASES, 0.0)  # every window so far
+    self._closed = False
     self._watcher = threading.Thread(target=self._watch, name="goodput-watcher", daemon=True)
     self._watcher.start()
     monitoring.register_event_time_span_listener(self._on_span)
@@ -205,9 +206,19 @@ class Timeline:
     return seconds
 
   def close(self) -> None:
+    """Stops listening and watching (once; a with-block closes it however the run ends)."""
+    if self._closed:
+      return
+    self._closed = True
     monitoring.unregister_event_time_span_listener(self._on_span)
     self._watched.put((None, 0.0))
     self._watcher.join(timeout=5)
+
+  def __enter__(self) -> Timeline:
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
 
 
 def window_record(seconds: Mapping[str, float], steps: int) -> dict[str, float]:

@@ -258,12 +258,31 @@ def _close(hooks, timeline: goodput.Timeline, checkpointer: Checkpointer, writer
     plot = writer.plot()
     writer.plot_passk()  # passk.png beside it, where pass@k was logged
   writer.write(step, goodput.window_record(timeline.window(), 0))
-  timeline.close()
   writer.close()
   if primary:
     print(f"time of this run ({sum(timeline.totals.values()) / 60:.1f} min): {goodput.shares_line(timeline.totals)}; "
           f"with every restart: python -m training.goodput {model_dir}", flush=True)
   return plot
+
+
+def _hooks(config: TrainConfig, log: ProgressLog, validation: Validation, checkpointer: Checkpointer,
+           batches: TrainBatches, model: Decoder, vocabulary, mesh, writer: MetricsWriter, start: int,
+           timeline: goodput.Timeline, primary: bool) -> list:
+  """The hooks in their order: the progress log (its non-finite guard before any save), validation,
+  pass@k while training, the checkpoint, and last the profile (built just before the loop: it may
+  start tracing step start + 1 at once)."""
+  hooks = [log, validation]
+  if config.passk:
+    with timeline.phase("evaluation"):
+      passk = PasskDuringTraining(config.passk, model, vocabulary, mesh, storage.join(config.model_dir, "passk"),
+                                  writer, config.train_steps, primary)
+      passk.resume_at(start)  # steps a stopped run sampled but never logged are scored again
+    hooks.append(passk)
+  hooks.append(Checkpointing(checkpointer, batches))
+  if config.profile_steps:
+    hooks.append(ProfileSteps(storage.join(config.model_dir, "tensorboard"), *config.profile_steps,
+                              config.profile_every, config.profile_all_hosts, start, config.train_steps))
+  return hooks
 
 
 def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | None = None,
@@ -274,56 +293,47 @@ def train(config: TrainConfig, gin_config_str: str = "", prepared: Prepared | No
   MODEL_DIR, which another run may have taken over). Where the time goes: training/goodput.py."""
   primary = jax.process_index() == 0
   prepared = prepared or prepare(config)
-  timeline = goodput.Timeline(began=prepared.began)
-  timeline.add_span("startup", prepared.began, prepared.ended)
-  with timeline.phase("startup"):
-    vocabulary, plans = prepared.vocabulary, prepared.plans
-    model_config = model_config_for(config, vocabulary.vocab_size)
-    schedule, optimizer = schedule_and_optimizer(config)
-    mesh = sharding.make_mesh(*config.mesh_shape)
-    if primary and gin_config_str:
-      storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
-    batch_sharding = NamedSharding(mesh, sharding.batch_spec())
-    checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints, before_save=before_save)
-    writer = MetricsWriter(config.model_dir, primary)
-    trainable, adapters = _trainable(config, model_config, mesh)
-  with sharding.activation_sharding(mesh):
-    with timeline.phase("startup") as initialising:
-      shardings, state, progress, start = _initial_state(config, trainable.model, optimizer, mesh, checkpointer)
-      if start:
-        initialising[0] = "checkpoint"  # it was a restore
+  with goodput.Timeline(began=prepared.began) as timeline:
+    timeline.add_span("startup", prepared.began, prepared.ended)
     with timeline.phase("startup"):
-      _count_lost_steps(writer, start, primary)
-      if primary:  # what sample.py needs to rebuild the model without this run's gin files
-        write_run_info(config.model_dir, model_config, config.vocabulary_path, config.checkpoint_dir, adapters)
-      step_fn = jit_train_step(trainable, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches)
-      log = _progress_log(config, model_config, writer, schedule, checkpointer, start, primary, timeline)
-    with timeline.phase("input"):
-      batches = _train_batches(config, checkpointer, start, progress)
-    with timeline.phase("evaluation"):
-      validation = Validation(jit_eval_step(trainable, shardings.params, batch_sharding),
-                              _validation_sets(config, plans), batch_sharding, config.eval_every, config.train_steps,
-                              writer, primary)
-      if start == 0 and config.init_from:  # fine-tuning: the held-out loss it starts from, as step 0
-        validation(loop.StepEnd(0, state, {}, save=False, stop=False))
-    hooks = [log, validation]  # the non-finite guard before any save
-    if config.passk:
+      vocabulary, plans = prepared.vocabulary, prepared.plans
+      model_config = model_config_for(config, vocabulary.vocab_size)
+      schedule, optimizer = schedule_and_optimizer(config)
+      mesh = sharding.make_mesh(*config.mesh_shape)
+      if primary and gin_config_str:
+        storage.write_atomic(storage.join(config.model_dir, "config.gin"), gin_config_str)
+      batch_sharding = NamedSharding(mesh, sharding.batch_spec())
+      checkpointer = Checkpointer(config.checkpoints, keep=config.keep_checkpoints, before_save=before_save)
+      writer = MetricsWriter(config.model_dir, primary)
+      trainable, adapters = _trainable(config, model_config, mesh)
+    with sharding.activation_sharding(mesh):
+      with timeline.phase("startup") as initialising:
+        shardings, state, progress, start = _initial_state(config, trainable.model, optimizer, mesh, checkpointer)
+        if start:
+          initialising[0] = "checkpoint"  # it was a restore
+      with timeline.phase("startup"):
+        _count_lost_steps(writer, start, primary)
+        if primary:  # what sample.py needs to rebuild the model without this run's gin files
+          write_run_info(config.model_dir, model_config, config.vocabulary_path, config.checkpoint_dir, adapters)
+        step_fn = jit_train_step(trainable, optimizer, shardings, batch_sharding, config.z_loss, config.microbatches)
+        log = _progress_log(config, model_config, writer, schedule, checkpointer, start, primary, timeline)
+      with timeline.phase("input"):
+        batches = _train_batches(config, checkpointer, start, progress)
       with timeline.phase("evaluation"):
-        passk = PasskDuringTraining(config.passk, trainable.model, vocabulary, mesh,
-                                    storage.join(config.model_dir, "passk"), writer, config.train_steps, primary)
-        passk.resume_at(start)  # steps a stopped run sampled but never logged are scored again
-      hooks.append(passk)
-    hooks.append(Checkpointing(checkpointer, batches))
-    if config.profile_steps:  # last: built just before the loop (it may start tracing step start + 1)
-      hooks.append(ProfileSteps(storage.join(config.model_dir, "tensorboard"), *config.profile_steps,
-                                config.profile_every, config.profile_all_hosts, start, config.train_steps))
-    preemption = loop.Preemption()
-    try:
-      loop.run(state, step_fn, batches, batch_sharding, start, config.train_steps, config.checkpoint_every, hooks,
-               preemption, timeline)
-    finally:
-      plot = _close(hooks, timeline, checkpointer, writer, log.step, preemption.requested, config.model_dir,
-                    primary)
+        validation = Validation(jit_eval_step(trainable, shardings.params, batch_sharding),
+                                _validation_sets(config, plans), batch_sharding, config.eval_every,
+                                config.train_steps, writer, primary)
+        if start == 0 and config.init_from:  # fine-tuning: the held-out loss it starts from, as step 0
+          validation(loop.StepEnd(0, state, {}, save=False, stop=False))
+      hooks = _hooks(config, log, validation, checkpointer, batches, trainable.model, vocabulary, mesh, writer,
+                     start, timeline, primary)
+      preemption = loop.Preemption()
+      try:
+        loop.run(state, step_fn, batches, batch_sharding, start, config.train_steps, config.checkpoint_every, hooks,
+                 preemption, timeline)
+      finally:
+        plot = _close(hooks, timeline, checkpointer, writer, log.step, preemption.requested, config.model_dir,
+                      primary)
   if primary:
     print(f"checkpoints: {checkpointer.directory}\nmetrics: {writer.path}\nloss curve: {plot}", flush=True)
   return log.last
