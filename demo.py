@@ -157,6 +157,7 @@ def summary(out: str, corpus: str, run: str, predictions: str, total: float) -> 
       ("checkpoints", f"{run}/checkpoints/"),
       ("metrics", f"{run}/metrics.jsonl, loss curve {run}/loss.png"),
       ("TensorBoard", f"{os.path.join(os.path.dirname(python), 'tensorboard')} --logdir {run}/tensorboard"),
+      ("time spent", f"{python} -m training.goodput {run}  (train steps, compilation, input, checkpoints)"),
       ("predictions", predictions),
       ("logs", f"{out}/logs/  (each stage's command and full output)"),
   ]
