@@ -2,7 +2,7 @@
 
 import os
 
-from data import records
+from data import records, tasks
 from data.vocab import get_vocabulary, train_vocabulary
 
 _WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
@@ -26,3 +26,10 @@ def build(root: str, extra_ids: int = 100):
                           train[:1] if shard == 0 else [])
   vocab_path = train_vocabulary(root, vocab_size=500, output=os.path.join(root, "spm.model"), extra_ids=extra_ids)
   return vocab_path, get_vocabulary(vocab_path, extra_ids=extra_ids)
+
+
+def build_cached(root: str) -> str:
+  """`build`, then every task's SeqIO cache: a corpus train.py can run on. Returns `root`."""
+  vocab_path, _ = build(root)
+  tasks.cache_tasks(root, vocab_path)
+  return root

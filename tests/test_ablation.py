@@ -13,7 +13,6 @@ import code_corpus
 from sandbox import execution
 from sandbox.renderers import get
 from experiments import ablation, score_grid
-from data import tasks
 
 LOSSES = {  # cell -> language -> final validation loss; Python and Go are high-resource, Rust and Haskell low
     "tiny_natural": {"python": 2.0, "go": 3.0, "rust": 4.0, "haskell": 5.0},
@@ -210,10 +209,7 @@ def test_tpu_dry_run_prints_the_paper_grid(capsys):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-  root = str(tmp_path_factory.mktemp("ablation_corpus"))
-  vocab_path, _ = code_corpus.build(root)
-  tasks.cache_tasks(root, vocab_path)
-  return root
+  return code_corpus.build_cached(str(tmp_path_factory.mktemp("ablation_corpus")))
 
 
 def test_grid_trains_with_train_py_then_reuses_finished_cells(corpus, tmp_path, monkeypatch, capsys):

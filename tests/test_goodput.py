@@ -13,7 +13,6 @@ import pytest
 import storage
 import train as train_entry
 import code_corpus
-from data import tasks
 from data.batches import TrainBatches
 from training import goodput
 
@@ -99,10 +98,7 @@ def test_device_memory_is_the_busiest_local_device_s_where_the_backend_reports_i
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-  root = str(tmp_path_factory.mktemp("goodput_corpus"))
-  vocab_path, _ = code_corpus.build(root)
-  tasks.cache_tasks(root, vocab_path)
-  return root
+  return code_corpus.build_cached(str(tmp_path_factory.mktemp("goodput_corpus")))
 
 
 def _train(corpus, model_dir, steps, *extra):

@@ -36,17 +36,19 @@ class MetricsWriter:
         tf.summary.scalar(key, float(value))
     self._tensorboard.flush()
 
-  def resume_at(self, step: int) -> None:
+  def resume_at(self, step: int) -> list[dict]:
     """A run resuming from its checkpoint at `step` logs the steps after it again: the records of
-    those steps from before the kill go, so each step is in metrics.jsonl once."""
+    those steps from before the kill go, so each step is in metrics.jsonl once. Returns them (what
+    the restart redoes: training/goodput.py counts it)."""
     if not self.primary or not storage.exists(self.path):
-      return
+      return []
     records = self.read()
     kept = [r for r in records if not isinstance(r.get("step"), int) or r["step"] <= step]
     if len(kept) < len(records):
       self._jsonl.close()
       storage.write_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
       self._jsonl = storage.JsonlAppender(self.path)
+    return [r for r in records if isinstance(r.get("step"), int) and r["step"] > step]
 
   def read(self) -> list[dict]:
     """The records so far (a torn last line is skipped with a warning, storage's rule)."""

@@ -235,8 +235,7 @@ def prepare(config: TrainConfig, began: float | None = None) -> Prepared:
 def _count_lost_steps(writer: MetricsWriter, start: int, primary: bool) -> None:
   """A resumed run: the steps the previous run logged past checkpoint `start` are redone; say how
   many and their wall time, and record it (time/lost_*) before their records go."""
-  lost = goodput.lost_to_restart(writer.read(), start) if start and primary else None
-  writer.resume_at(start)
+  lost = goodput.lost_to_restart(writer.resume_at(start), start)
   if lost:
     writer.write(start, lost)
     print(f"resuming at step {start}: the previous run had logged {lost['time/lost_steps']:.0f} steps past it "
