@@ -142,7 +142,11 @@ def test_a_slow_input_pipeline_shows_as_input_wait_and_the_breakdown_sums_to_the
     assert record["time/window_steps"] == 2
   later = windows[1:]  # past compilation: the device waits for input most of the time
   assert all(r["time/input_s"] > 0.7 * 2 * SLOW_INPUT_S for r in later), later
-  assert all(r["time/input_s"] > 0.6 * r["time/window_s"] for r in later), later
+  # The largest share of each window, whatever else the machine runs: on a loaded CI host logging and
+  # the step itself take longer, so a fixed share of the window is not what this test is about.
+  shares = [{k: v for k, v in r.items() if k.startswith("time/") and k.endswith("_s") and k != "time/window_s"}
+            for r in later]
+  assert all(max(s, key=s.get) == "time/input_s" for s in shares), shares
   assert "  time: input" in output  # the console line, input first (largest)
   breakdown = goodput.run_breakdown(metrics)
   # The whole run, from train.py's flags to the final checkpoint, is the wall time of its main.
