@@ -11,7 +11,8 @@ parameters keep training's partitioning rules (`sample.mesh_shape`, as train.mes
 runs the same command, as with train.py, and the first writes the output.
 
 Prompts JSONL: `qid`, `language`, `prompt`, optional `stop` (a list of strings; default: the
-language's, see languages.py); other fields pass through. Predictions JSONL: one line per sample
+language's, see languages.py) and `stop_cut` ("keep", the default, keeps a stop's closing brace or
+`end`; "before" cuts before the whole stop, as MultiPL-E does); other fields pass through. Predictions JSONL: one line per sample
 with `qid`, `language`, `sample_id`, `code` (the completion without the prompt, cut at the first stop
 sequence), `finish_reason` (stop / eos / length), `num_tokens`, and the passed-through fields: what
 BabelCode reads (`qid`, `language`, `code`); `prompt_truncated: true` on the samples of a prompt cut

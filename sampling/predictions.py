@@ -22,6 +22,7 @@ import languages
 import storage
 from objectives import fim
 from sampling.prompt_fit import EncodedPrompts, Infill, Prompt
+from sampling.stops import Whole
 from storage import parse_line, read_jsonl
 
 if TYPE_CHECKING:  # sampling/rows.py imports jax: sample.py --help stays quick without it
@@ -52,6 +53,8 @@ def read_prompts(path: str) -> list[dict]:
       raise ValueError(f"{where}: format must be one of {', '.join(fim.FORMATS)}, got {json.dumps(record['format'])[:40]}")
     if "stop" in record and not (isinstance(record["stop"], list) and all(isinstance(s, str) for s in record["stop"])):
       raise ValueError(f"{where}: stop must be a list of strings")
+    if record.get("stop_cut", "keep") not in STOP_CUTS:
+      raise ValueError(f"{where}: stop_cut must be one of {', '.join(STOP_CUTS)}, got {json.dumps(record['stop_cut'])[:40]}")
     if "stop" not in record and not infill:  # its stops are its language's: an unknown name is refused here
       try:
         languages.get(record["language"])
@@ -77,11 +80,16 @@ def sampler_prompt(record: dict) -> Prompt:
   return record["prompt"]
 
 
+# `stop_cut`: "keep" keeps the part of a stop languages.KEEP names (a closing brace, `end`); "before"
+# cuts before every stop in whole, as MultiPL-E and the bigcode harness do (`evaluation.prompts multiple`).
+STOP_CUTS = ("keep", "before")
+
+
 def stops(record: dict) -> list[str]:
   """A prompt's stop sequences: its own, else its language's (none for an infilling prompt)."""
-  if "stop" in record:
-    return record["stop"]
-  return [] if is_infill(record) else list(languages.get(record["language"]).stops)
+  found = record["stop"] if "stop" in record else (
+      [] if is_infill(record) else list(languages.get(record["language"]).stops))
+  return [Whole(s) for s in found] if record.get("stop_cut") == "before" else list(found)
 
 
 def shown_prompt(record: dict) -> str:
@@ -90,7 +98,7 @@ def shown_prompt(record: dict) -> str:
 
 
 # What a prompt record holds that its predictions do not repeat.
-PROMPT_FIELDS = ("prompt", "prefix", "suffix", "stop")
+PROMPT_FIELDS = ("prompt", "prefix", "suffix", "stop", "stop_cut")
 
 
 def prediction_records(prompt: dict, completions: Sequence[Completion], truncated: bool) -> list[dict]:

@@ -26,7 +26,7 @@ from sampling.restore import place_params
 from sampling.rows import completion_of
 from sampling.sampler import Sampler, SamplingConfig
 import languages
-from sampling.stops import cut_index
+from sampling.stops import Whole, cut_index
 from model.transformer import init_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,6 +88,24 @@ def test_stop_sequences_cut_before_the_stop_even_across_token_boundaries(setup):
   # Brace languages keep the closing brace.
   assert cut_index("  return 1;\n}\nint g() {", languages.get("Java").stops) == len("  return 1;\n}")
   assert cut_index("no stop here", ["\ndef "]) == -1
+
+
+def test_a_prompt_with_stop_cut_before_keeps_none_of_its_stops(setup, tmp_path):
+  """MultiPL-E's rule (`"stop_cut": "before"`): "\n\n" and "\n}\n" cut whole, where languages.KEEP
+  would keep a newline or the closing brace; the completion_of a real sample agrees."""
+  _, _, vocabulary, *_ = setup
+  path = tmp_path / "prompts.jsonl"
+  path.write_text('{"qid": "a", "language": "lua", "prompt": "x", "stop": ["\\n\\n", "\\nlocal"], "stop_cut": "before"}\n'
+                  '{"qid": "b", "language": "lua", "prompt": "x", "stop": ["\\n\\n"]}\n')
+  before, keep = (predictions_io.stops(r) for r in predictions_io.read_prompts(str(path)))
+  text = "  return 1\n\nlocal y = 2\n"
+  assert text[:cut_index(text, before)] == "  return 1" and text[:cut_index(text, keep)] == "  return 1\n"
+  assert cut_index("  return 1;\n}\nint g", [Whole("\n}\n")]) == len("  return 1;")
+  ids = np.asarray(vocabulary.encode(text))
+  assert completion_of(vocabulary, ids, len(ids), [-1], before).text == "  return 1"
+  path.write_text('{"qid": "a", "language": "lua", "prompt": "x", "stop_cut": "after"}\n')
+  with pytest.raises(ValueError, match=r"prompts.jsonl:1: stop_cut must be one of keep, before"):
+    predictions_io.read_prompts(str(path))
 
 
 def test_prompt_files_errors_name_the_line(tmp_path):
