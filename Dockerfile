@@ -19,6 +19,7 @@ FROM apache/beam_python3.11_sdk:2.77.0
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       bubblewrap lua5.3 php-cli golang-go rustc mono-mcs mono-runtime r-base-core ghc \
+      lua-unit libjavatuples-java golang-github-stretchr-testify-dev \
       g++ openjdk-17-jdk-headless nodejs npm make util-linux ca-certificates libmagic1 \
  && rm -rf /var/lib/apt/lists/*
 

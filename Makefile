@@ -54,7 +54,9 @@ test: install tpu_compiler gpu_compiler
 # Compilers and runtimes for scoring predictions in 12 languages (sandbox/renderers/), and the
 # sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.
 # A no-op when everything is present; needs root (or sudo) for apt-get.
-TOOLCHAIN_PACKAGES := bubblewrap lua5.3 php-cli golang-go rustc mono-mcs mono-runtime r-base-core ghc
+# The libraries MultiPL-E's tests import (evaluation/multiple/execution.py): luaunit, javatuples, testify.
+TOOLCHAIN_PACKAGES := bubblewrap lua5.3 php-cli golang-go rustc mono-mcs mono-runtime r-base-core ghc \
+  lua-unit libjavatuples-java golang-github-stretchr-testify-dev
 # Commands whose package is installed only when the command is missing (the machine may have them
 # from elsewhere): command:package.
 TOOLCHAIN_COMMANDS := g++:g++ javac:openjdk-17-jdk-headless node:nodejs npm:npm

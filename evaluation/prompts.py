@@ -7,6 +7,8 @@
   python -m evaluation.prompts babelcode --dataset FILE.jsonl --output prompts.jsonl \
       [--languages Python,Java] [--task auto|generation|translation] [--source_language Python] \
       [--no_template] [--limit N]
+  python -m evaluation.prompts multiple --dataset FILE_OR_DIR --output prompts.jsonl [--languages cpp,rs] \
+      [--strip_prompt] [--limit N]
 
 Each line is a sample.py prompt: `qid`, `language`, `prompt`, plus `entry_fn_name` (and
 `entry_cls_name` for BabelCode) for the scorer. HumanEval prompts come from the typed questions
@@ -32,6 +34,11 @@ BabelCode can read the predictions back; the prompt text uses the paper's ("Java
 Records in BabelCode languages outside the paper's 14 (Kotlin, Scala, Elixir) and translations whose
 source and target language agree are skipped and counted. `--limit N` keeps the first N prompts of
 each language. The output is replaced atomically.
+
+`multiple` reads MultiPL-E's problems (evaluation/multiple/problems.py: its prompts files, or the
+dataset's JSONL/JSON/parquet, a file or a folder, local or gs://) and writes each prompt as MultiPL-E
+gives it to a model, with its stop tokens; `python -m evaluation.multiple score` scores the predictions
+MultiPL-E's way (docs/multiple.md).
 """
 
 from __future__ import annotations
@@ -227,6 +234,43 @@ def babelcode_prompts(path: str, languages: Sequence[str] | None = None, task: s
   return prompts, skipped
 
 
+def multiple_prompts(path: str, languages: Sequence[str] | None = None, limit: int | None = None,
+                     strip: bool = False) -> tuple[list[dict], list[str]]:
+  """sample.py prompts for MultiPL-E's problems (a JSONL, JSON or parquet file of its prompt records,
+  or a folder of them), and one message per malformed record (WHERE: why), which is left out.
+
+  Each prompt is the problem's text as MultiPL-E gives it to a model, with its stop tokens cut before
+  in whole (`stop_cut`), so that a completion is MultiPL-E's; `language` is MultiPL-E's code ("cpp",
+  "go_test.go", "rs"), and `qid` the problem's name. `strip`: the bigcode harness's prompt
+  (`prompt.strip()`), marked `prompt_stripped` so that the scorer joins the completion the same way.
+  `languages`: MultiPL-E codes or codelm names; `limit`: the first N problems of each language."""
+  from evaluation.multiple.problems import read_problems
+
+  problems, invalid = read_problems(path)
+  wanted = None
+  if languages is not None:
+    wanted = set()
+    for name in languages:
+      try:
+        wanted.add(language_named(name).name)
+      except ValueError:
+        wanted.add(name)
+  prompts, per_language = [], collections.Counter()
+  for problem in problems:
+    if wanted is not None and problem.language not in wanted and problem.codelm_language not in wanted:
+      continue
+    if limit is not None and per_language[problem.language] >= limit:
+      continue
+    per_language[problem.language] += 1
+    prompt = {"qid": problem.name, "language": problem.language,
+              "prompt": problem.prompt.strip() if strip else problem.prompt,
+              "stop": list(problem.stop_tokens), "stop_cut": "before"}
+    if strip:
+      prompt["prompt_stripped"] = True
+    prompts.append(prompt)
+  return prompts, invalid
+
+
 def write_jsonl(records: Iterable[dict], path: str) -> None:
   """Written whole or not at all (storage.write_atomic), so a killed run never leaves a half-written
   prompts file for sample.py to read; every record is serialised before anything is written."""
@@ -259,6 +303,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   babelcode.add_argument("--task", choices=TASKS, default="auto",
                          help="auto: translate where a record holds a source program; default: %(default)s")
   babelcode.add_argument("--source_language", help="which source program to translate (default: any)")
+  multiple = commands.add_parser("multiple", help="MultiPL-E's problems (its prompt files or the dataset's "
+                                                  "parquet/JSON/JSONL, a file or a folder)")
+  multiple.add_argument("--dataset", required=True, help="MultiPL-E prompts: a JSONL, JSON or parquet file, or a folder")
+  multiple.add_argument("--languages", help="comma-separated MultiPL-E codes or codelm names, e.g. cpp,rs,java "
+                                            "(default: all in the dataset)")
+  multiple.add_argument("--strip_prompt", action="store_true",
+                        help="the bigcode harness's prompt (prompt.strip()), as its multiple-<lang> tasks sample")
+  multiple.add_argument("--output", required=True, help="prompts JSONL (replaced atomically)")
+  multiple.add_argument("--limit", type=int, help="keep the first N problems of each language")
   for command in (humaneval, own, babelcode):
     command.add_argument("--output", required=True, help="prompts JSONL (replaced atomically)")
     command.add_argument("--template", dest="template", action="store_true", default=True,
@@ -271,8 +324,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.error("--limit must be >= 0")
 
   skipped: collections.Counter = collections.Counter()
+  invalid: list[str] = []
   try:
-    if args.command in ("humaneval", "typed"):
+    if args.command == "multiple":
+      languages = None if args.languages is None else [n.strip() for n in args.languages.split(",") if n.strip()]
+      prompts, invalid = multiple_prompts(args.dataset, languages, args.limit, args.strip_prompt)
+    elif args.command in ("humaneval", "typed"):
       prompts = typed_prompts("humaneval" if args.command == "humaneval" else args.benchmark, args.task,
                               getattr(args, "source_language", "python"),
                               None if args.languages is None else parse_languages(args.languages),
@@ -289,6 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({', '.join(f'{name}: {n}' for name, n in counts.items()) or 'none'})")
   for reason, n in skipped.items():
     print(f"skipped {n}: {reason}")
+  for message in invalid[:20]:
+    print(f"skipped malformed record: {message}")
+  if invalid:
+    print(f"skipped {len(invalid)} malformed records of {args.dataset}" + (" (the first 20 above)" if len(invalid) > 20 else ""))
   return 0
 
 

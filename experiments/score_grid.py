@@ -15,7 +15,9 @@ ABL_DIR at the paper's k (100 generation, 25 translation), or at the samples per
 Datasets: `humaneval` (typed HumanEval, generation), `translation` (HumanEval from Python), `infilling`
 (HumanEval-infilling's single-line subset, gin_configs/sample/infilling.gin, scored by
 evaluation.infilling at pass@1: the objective axis's second measure), or NAME=FILE:TASK[:SOURCE] for a typed question file (e.g. converted by `python -m evaluation.humaneval.babelcode`):
-`bc_transcoder_cpp=transcoder.jsonl:translation:C++`, `bc_mbpp=mbpp.jsonl:generation`.
+`bc_transcoder_cpp=transcoder.jsonl:translation:C++`, `bc_mbpp=mbpp.jsonl:generation`; or NAME=PATH:multiple
+for MultiPL-E's problems (a file or folder of its prompts, `multiple_humaneval=humaneval-multiple/:multiple`),
+scored MultiPL-E's way by `python -m evaluation.multiple score`, whose metrics.json the figures read alike.
 This runs every cell on this machine, one after another; on a TPU grid, sample each cell where it was
 trained and point experiments.paper_results at the bucket.
 """
@@ -37,6 +39,7 @@ from evaluation import score as scoring
 from evaluation.infilling import prompts as infilling_prompts
 from evaluation.infilling import score as infilling_scoring
 from evaluation.infilling.problems import Subset
+from evaluation.multiple import score as multiple_scoring
 from sandbox.judge import Status
 from experiments import paper_results
 from experiments.ablation_grid import FIM, parse_cell_name
@@ -44,6 +47,7 @@ from model.config import SIZES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE_GINS = {"generation": os.path.join("gin_configs", "sample", "humaneval.gin"),
+               "multiple": os.path.join("gin_configs", "sample", "humaneval.gin"),
                "translation": os.path.join("gin_configs", "sample", "translation.gin"),
                "infilling": os.path.join("gin_configs", "sample", "infilling.gin")}
 INFILLING_SUBSETS = (Subset.SINGLE_LINE,)
@@ -72,10 +76,10 @@ def parse_datasets(value: str) -> list[Dataset]:
     else:
       name, sep, spec = item.partition("=")
       parts = spec.split(":")
-      if not sep or not name or len(parts) not in (2, 3) or parts[1] not in ("generation", "translation"):
+      if not sep or not name or len(parts) not in (2, 3) or parts[1] not in ("generation", "translation", "multiple"):
         raise ValueError(f"--datasets: {item!r} is not humaneval, translation, infilling or NAME=FILE:TASK[:SOURCE] "
-                         "(TASK generation or translation)")
-      if parts[1] == "generation" and len(parts) == 3:
+                         "(TASK generation, translation or multiple)")
+      if parts[1] != "translation" and len(parts) == 3:
         raise ValueError(f"--datasets: {item!r}: a source language is for translation only")
       out.append(Dataset(name, parts[0], parts[1], *parts[2:]))
   if not out:
@@ -135,6 +139,11 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
       continue
     if dataset.task == "infilling":
       benchmark_prompts.write_jsonl(infilling_prompts.humaneval_prompts(INFILLING_SUBSETS, limit), path)
+    elif dataset.task == "multiple":
+      records, invalid = benchmark_prompts.multiple_prompts(dataset.benchmark, languages, limit)
+      for message in invalid:
+        print(f"warning: {dataset.name}: skipped malformed problem: {message}", flush=True)
+      benchmark_prompts.write_jsonl(records, path)
     else:
       benchmark_prompts.write_jsonl(benchmark_prompts.typed_prompts(
           dataset.benchmark, dataset.task, dataset.source_language, languages or scoring.EVALUATED, limit), path)
@@ -151,6 +160,9 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
         if dataset.task == "infilling":
           print(f"  python -m evaluation.infilling score --predictions {predictions} --output_dir {scores} "
                 f"--subset {','.join(s.value for s in INFILLING_SUBSETS)} --k 1")
+        elif dataset.task == "multiple":
+          print(f"  python -m evaluation.multiple score --dataset {dataset.benchmark} --predictions {predictions} "
+                f"--output {scores} --k 1,{k_for(dataset, num_samples)}")
         else:
           print(f"  python -m evaluation.score --predictions {predictions} --benchmark {dataset.benchmark} "
                 f"--output {scores} --k 1,{k_for(dataset, num_samples)}")
@@ -167,6 +179,12 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
                                           progress=False)
         for subset in metrics["subsets"]:
           counts.update(metrics[subset]["counts"])
+      elif dataset.task == "multiple":
+        read = multiple_scoring.read_sample_predictions(predictions, dataset.benchmark)
+        metrics = multiple_scoring.score(read, scores, predictions, workers=workers,
+                                         ks=sorted({1, k_for(dataset, num_samples)}), progress=False)
+        for language in metrics["languages"]:
+          counts.update(metrics[language]["counts"])
       else:
         metrics = scoring.score(predictions, dataset.benchmark, scores, languages=None, workers=workers,
                                 ks=sorted({1, k_for(dataset, num_samples)}), progress=False)
@@ -189,7 +207,9 @@ def run(grid: str, datasets: Sequence[Dataset], sizes: Sequence[str] | None = No
 
 
 def _counts(counts: collections.Counter) -> str:
-  return ", ".join(f"{counts[s.value]} {s.value}" for s in Status)
+  """Typed HumanEval's statuses in their order, then any other benchmark's (MultiPL-E's OK, Exception...)."""
+  names = [s.value for s in Status] + sorted(set(counts) - {s.value for s in Status})
+  return ", ".join(f"{counts[name]} {name}" for name in names if name in counts or name in {s.value for s in Status})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

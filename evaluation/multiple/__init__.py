@@ -1,0 +1,1 @@
+"""MultiPL-E and bigcode-evaluation-harness formats, and scoring MultiPL-E's problems MultiPL-E's way."""
