@@ -124,6 +124,8 @@ CASES = {
         Case("correct", "  return x + y;\n}\n", "OK", 0),
         Case("wrong", "  return x - y;\n}\n", "AssertionError", 1),
         Case("type_error", "  return x + \"y\";\n}\n", "SyntaxError", 2),  # tsc's exit code
+        Case("crash", "  throw new Error(\"boom\");\n}\n", "Exception", 1),
+        Case("loop", "  while (true) {}\n}\n", "Timeout", -1, loops=True),
     ],
     "lua": [
         Case("correct", "    return x + y\nend\n", "OK", 0),
@@ -158,16 +160,22 @@ CASES = {
         Case("correct", "    return x + y\n", "OK", 0),
         Case("wrong", "    return x - y\n", "Exception", 1),
         Case("type_error", "    return x + \"y\"\n", "SyntaxError", 2),  # [build failed]
+        Case("crash", "    panic(\"boom\")\n", "Exception", 1),
+        Case("loop", "    for {}\n", "Timeout", None, loops=True),  # eval_go: no exit code
     ],
     "rust": [
         Case("correct", "    x + y\n", "OK", 0),
         Case("wrong", "    x - y\n", "Exception", 101),  # a panic
         Case("syntax", "    x +\n", "SyntaxError", 1),
+        Case("crash", "    x / (y - y)\n", "Exception", 101),  # division by zero panics
+        Case("loop", "    loop {}\n", "Timeout", -1, loops=True),
     ],
     "java": [
         Case("correct", "        return Pair.with(x + y, x - y);\n", "OK", 0),
         Case("wrong", "        return Pair.with(x + y, y - x);\n", "Exception", 1),
         Case("syntax", "        return Pair.with(x + y, x -);\n", "SyntaxError", 1),
+        Case("crash", "        throw new RuntimeException(\"boom\");\n", "Exception", 1),
+        Case("loop", "        while (true) {}\n", "Timeout", -1, loops=True),
     ],
     "csharp": [
         Case("correct", "        return x + y;\n", "OK", 0),
@@ -175,10 +183,13 @@ CASES = {
         Case("wrong", "        return x - y;\n", "Exception", 0),
         Case("crash", "        throw new InvalidOperationException(\"boom\");\n", "Exception", 1),
         Case("syntax", "        return x +;\n", "SyntaxError", 1),
+        Case("loop", "        while (true) {}\n", "Timeout", -1, loops=True),
     ],
     "haskell": [
         Case("correct", " \\x y -> x + y\n", "OK", 0),
         Case("wrong", " \\x y -> x - y\n", "Exception", 1),
+        Case("crash", " \\x y -> error \"boom\"\n", "Exception", 1),
+        Case("loop", " \\x y -> let spin n = spin (n + 1) in spin x\n", "Timeout", -1, loops=True),
     ],
 }
 
@@ -209,11 +220,9 @@ def test_verdicts_follow_multiple_rules(language):
 
 
 def test_the_required_cases_are_covered():
-  """Correct, wrong, crashing and looping in six languages; correct and wrong in the other six."""
-  full = {"python", "javascript", "lua", "php", "r", "cpp"}
+  """Correct, wrong, crashing and looping in every language."""
   for language, cases in CASES.items():
-    needed = {"correct", "wrong", "crash", "loop"} if language in full else {"correct", "wrong"}
-    assert needed <= {c.name for c in cases}, language
+    assert {"correct", "wrong", "crash", "loop"} <= {c.name for c in cases}, language
   assert set(CASES) == set(multiple.TIMEOUT_S) == set(PROBLEMS)
 
 

@@ -137,7 +137,7 @@ def _score(args, pipeline_args: Sequence[str]) -> int:
   languages = _languages(args.languages)
   language = languages[0] if kind == "generations" and languages and len(languages) == 1 else None
   read = reader(kind, source, args.dataset, language)
-  wanted = None if languages is None else [score._resolve_language(n, _codes(read)) for n in languages]
+  wanted = None if languages is None else [score.resolve_language(n, _codes(read)) for n in languages]
   timeouts = parse_timeouts(args.timeout)
   limits = execution.Limits(memory_mb=args.memory_mb)
   beam_args = None if args.runner is None else ["--runner", args.runner, *pipeline_args]
@@ -162,7 +162,7 @@ def _export(args) -> int:
     raise ValueError("export needs --completions DIR and/or --generations FILE")
   read = score.read_sample_predictions(args.predictions, args.dataset)
   languages = _languages(args.languages)
-  wanted = None if languages is None else {score._resolve_language(n, _codes(read)) for n in languages}
+  wanted = None if languages is None else {score.resolve_language(n, _codes(read)) for n in languages}
   chosen = [p for p in read.predictions if wanted is None or p.language in wanted]
   by_problem: dict[tuple[str, str], list] = {}
   for p in chosen:
@@ -171,6 +171,9 @@ def _export(args) -> int:
   for message in read.invalid[:20]:
     print(f"invalid prediction: {message}")
   if args.completions is not None:
+    if read.rule == "harness":
+      print("warning: these predictions continue the stripped prompt (--strip_prompt); MultiPL-E joins a completion "
+            "to the whole prompt, so its programs differ from the scored ones by the prompt's trailing whitespace")
     for key, members in sorted(by_problem.items()):
       members.sort(key=lambda p: (str(type(p.sample_id)), p.sample_id))
       problem = read.problems[key]

@@ -172,7 +172,7 @@ def read_sample_predictions(path: str, dataset: str) -> Read:
   def resolve(record: dict) -> tuple[str, str]:
     if not isinstance(record.get("language"), str):
       raise ValueError("a prediction needs a language (a string)")
-    language = _resolve_language(record["language"], by_code)
+    language = resolve_language(record["language"], by_code)
     qid = str(record["qid"])
     if (language, qid) not in problems:
       raise ValueError(f"no problem {qid!r} in {language} in {dataset}")
@@ -186,7 +186,7 @@ def read_sample_predictions(path: str, dataset: str) -> Read:
   return Read(problems, predictions, invalid + bad, "harness" if stripped[True] else "multiple")
 
 
-def _resolve_language(name: str, by_code: Mapping[str, set[str]]) -> str:
+def resolve_language(name: str, by_code: Mapping[str, set[str]]) -> str:
   """A prediction's language as the scorer keys it: a MultiPL-E code of the dataset, or any
   spelling of a codelm language."""
   if name in by_code:
@@ -226,7 +226,7 @@ def read_harness_generations(path: str, dataset: str, language: str | None) -> R
   problems, invalid = index_problems_of(dataset)
   languages = sorted({key for key, _ in problems})
   if language is not None:
-    wanted = _resolve_language(language, {p.language: {k} for (k, _), p in problems.items()})
+    wanted = resolve_language(language, {p.language: {k} for (k, _), p in problems.items()})
     languages = [wanted] if wanted in languages else []
   if len(languages) != 1:
     raise ValueError(f"--generations: the harness scores one language at a time; {dataset} holds "
