@@ -173,13 +173,21 @@ def test_multiple_completions_and_harness_generations_score_as_the_predictions_d
   verdicts = {}
   for name, argv in (("completions", ["--completions", str(completions / "lua")]),
                      ("generations", ["--dataset", dataset, "--generations", str(generations), "--languages", "lua"])):
-    output = tmp_path / name
+    output = tmp_path / f"scores_{name}"
     assert cli.main(["score", *argv, "--output", str(output), "--k", "1", *TIMEOUT]) == 0, capsys.readouterr()
     verdicts[name] = {(r["language"], r["sample_id"]): r["status"] for r in read_jsonl(output / "results.jsonl")}
   assert [verdicts["generations"][("lua", i)] for i in range(5)] == EXPECTED["lua"]
   assert verdicts["completions"] == verdicts["generations"]
+  # export's whole folder (one folder per language) is read too; an empty one is refused.
+  assert cli.main(["score", "--completions", str(completions), "--output", str(tmp_path / "both"), "--k", "1",
+                   *TIMEOUT]) == 0
+  both = json.loads((tmp_path / "both" / "metrics.json").read_text())
+  assert both["languages"] == ["python", "lua"] and both["scoring"]["duplicates_reused_from_earlier_runs"] == 0
+  (tmp_path / "empty").mkdir()
+  assert cli.main(["score", "--completions", str(tmp_path / "empty"), "--output", str(tmp_path / "none")]) == 2
+  assert "no MultiPL-E completions file" in capsys.readouterr().err
   # The completions files' own temperature goes into the results files.
-  assert json.loads(gzip.open(tmp_path / "completions" / "multiple" / "lua" / "HumanEval_53_add.results.json.gz",
+  assert json.loads(gzip.open(tmp_path / "scores_completions" / "multiple" / "lua" / "HumanEval_53_add.results.json.gz",
                               "rt").read())["temperature"] == 0.2
 
 

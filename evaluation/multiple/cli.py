@@ -1,7 +1,7 @@
 """`python -m evaluation.multiple`: score MultiPL-E problems MultiPL-E's way, and write its formats.
 
   python -m evaluation.multiple score --dataset PROBLEMS --predictions P.jsonl --output DIR
-  python -m evaluation.multiple score --completions MULTIPLE_COMPLETIONS_DIR --output DIR  (one language's folder)
+  python -m evaluation.multiple score --completions MULTIPLE_COMPLETIONS_DIR --output DIR
   python -m evaluation.multiple score --dataset PROBLEMS --generations generations_multiple-cpp.json \
       --languages cpp --output DIR
       [--languages cpp,rs] [--workers N] [--timeout S|cpp=S,...] [--memory_mb M] [--k 1,10,100]

@@ -205,8 +205,17 @@ def index_problems_of(dataset: str) -> tuple[dict[tuple[str, str], Problem], lis
 
 
 def read_completion_files(path: str) -> Read:
-  """MultiPL-E's completions files: each carries its problem (prompt, tests) and its completions."""
+  """MultiPL-E's completions files: each carries its problem (prompt, tests) and its completions. A
+  folder is one language's (MultiPL-E's layout), or holds one folder per language (`export`'s)."""
   records, invalid = files.read_completions(path)
+  if not records and not invalid and storage.isdir(path):
+    for name in sorted(n.rstrip("/") for n in storage.listdir(path)):
+      if storage.isdir(storage.join(path, name)):
+        found, bad = files.read_completions(storage.join(path, name))
+        records, invalid = records + found, invalid + bad
+  if not records and not invalid:
+    raise ValueError(f"{path}: no MultiPL-E completions file (<name>.json.gz or <name>.json) in it or in its "
+                     "subfolders")
   problems: dict[tuple[str, str], Problem] = {}
   predictions = []
   for record in records:
