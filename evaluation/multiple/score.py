@@ -209,7 +209,7 @@ def read_completion_files(path: str) -> Read:
   folder is one language's (MultiPL-E's layout), or holds one folder per language (`export`'s)."""
   records, invalid = files.read_completions(path)
   if not records and not invalid and storage.isdir(path):
-    for name in sorted(n.rstrip("/") for n in storage.listdir(path)):
+    for name in storage.listdir(path):
       if storage.isdir(storage.join(path, name)):
         found, bad = files.read_completions(storage.join(path, name))
         records, invalid = records + found, invalid + bad
