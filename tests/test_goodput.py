@@ -15,6 +15,7 @@ import train as train_entry
 import code_corpus
 from data.batches import TrainBatches
 from training import goodput
+from training.metrics import MetricsWriter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,6 +130,9 @@ def test_a_slow_input_pipeline_shows_as_input_wait_and_the_breakdown_sums_to_the
 
   monkeypatch.setattr(TrainBatches, "__next__", slow_next)
   model_dir = str(tmp_path / "run")
+  closed = []  # when the writer closes: the run's last record is written just before
+  close = MetricsWriter.close
+  monkeypatch.setattr(MetricsWriter, "close", lambda self: closed.append(time.time()) or close(self))
   began = time.time()
   _train(corpus, model_dir, 10, "--gin.train.checkpoint_every=10")
   wall = time.time() - began
@@ -149,8 +153,11 @@ def test_a_slow_input_pipeline_shows_as_input_wait_and_the_breakdown_sums_to_the
   assert all(max(s, key=s.get) == "time/input_s" for s in shares), shares
   assert "  time: input" in output  # the console line, input first (largest)
   breakdown = goodput.run_breakdown(metrics)
-  # The whole run, from train.py's flags to the final checkpoint, is the wall time of its main.
-  assert wall - 0.5 < breakdown["total_s"] <= wall, (wall, breakdown)
+  # The whole run, from train.py's flags to its last record (written just before the writer closes),
+  # is the wall time of its main up to there. What follows (closing the TensorBoard writer, releasing
+  # MODEL_DIR) is not on record: 55 ms here under ten busy processes, 2 s once on a loaded CI host.
+  recorded = closed[-1] - began
+  assert recorded - 0.5 < breakdown["total_s"] <= recorded <= wall, (recorded, wall, breakdown)
   assert breakdown["seconds"]["other"] < 0.02 * breakdown["total_s"]
   assert breakdown["seconds"]["input"] >= 10 * SLOW_INPUT_S * 0.8
   assert breakdown["seconds"]["compile"] > 0 and breakdown["seconds"]["checkpoint"] > 0
