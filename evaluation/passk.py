@@ -14,6 +14,17 @@ import numpy as np
 DEFAULT_KS = (1, 10, 100)
 
 
+def parse_ks(value: str) -> list[int]:
+  """A scorer's --k flag: comma-separated positive integers."""
+  try:
+    ks = [int(k) for k in value.split(",")]
+  except ValueError:
+    raise ValueError(f"--k: {value!r} is not a comma-separated list of integers") from None
+  if any(k < 1 for k in ks):
+    raise ValueError(f"--k values must be positive, got {value}")
+  return ks
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
   """Unbiased pass@k for one problem: n samples, c correct, k drawn."""
   if not 0 <= c <= n:

@@ -54,7 +54,7 @@ from sandbox.judge import Status, judge
 # EVALUATED, parse_languages, BENCHMARKS and load_benchmark live with the languages and the typed
 # format; they stay importable from here, where scripts have always found them.
 from sandbox.renderers import EVALUATED, NOT_EVALUATED, get, parse_languages
-from evaluation.passk import mean_pass_at_k
+from evaluation.passk import mean_pass_at_k, parse_ks
 from evaluation.resumable import Prediction
 from evaluation.benchmark_data import BENCHMARKS, load_benchmark
 import storage
@@ -223,9 +223,11 @@ def paper_timeouts(overrides: Mapping[str, float] | None = None) -> dict[str, fl
   return {**table, **(overrides or {})}
 
 
-def parse_timeouts(value: str | None) -> dict[str, float]:
-  """--timeout: None (the paper's), seconds for every language ("20"), or language=seconds pairs
-  over the paper's ("java=30,typescript=20", any spelling of a language's name)."""
+def parse_timeouts(value: str | None, defaults: Mapping[str, float] | None = None) -> dict[str, float]:
+  """--timeout: None (the defaults: the paper's unless given), seconds for every language ("20"), or
+  language=seconds pairs over the defaults ("java=30,typescript=20", any spelling of a language's name)."""
+  table = paper_timeouts() if defaults is None else dict(defaults)
+
   def seconds(text: str, where: str) -> float:
     try:
       result = float(text)
@@ -236,9 +238,9 @@ def parse_timeouts(value: str | None) -> dict[str, float]:
     return result
 
   if value is None:
-    return paper_timeouts()
+    return table
   if "=" not in value:
-    return {name: seconds(value, "seconds") for name in EVALUATED}
+    return {name: seconds(value, "seconds") for name in table}
   overrides = {}
   for pair in value.split(","):
     name, sep, text = pair.partition("=")
@@ -249,7 +251,7 @@ def parse_timeouts(value: str | None) -> dict[str, float]:
     except ValueError as error:
       raise ValueError(f"--timeout: {error}") from None
     overrides[language] = seconds(text.strip(), name.strip())
-  return paper_timeouts(overrides)
+  return {**table, **overrides}
 
 
 def runnable_languages(predictions: Sequence[Prediction], languages: Sequence[str] | None,
@@ -364,9 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       raise ValueError(f"--batch_size must be at least 1, got {args.batch_size}")
     if args.memory_mb < 1:
       raise ValueError(f"--memory_mb must be at least 1, got {args.memory_mb} (every program would fail to start)")
-    ks = [int(k) for k in args.k.split(",")]
-    if any(k < 1 for k in ks):
-      raise ValueError(f"--k values must be positive, got {args.k}")
+    ks = parse_ks(args.k)
     timeouts = parse_timeouts(args.timeout)
     if not (args.float_tolerance >= 0 and args.double_tolerance >= 0):
       raise ValueError("--float_tolerance and --double_tolerance must not be negative")

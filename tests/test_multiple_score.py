@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from evaluation import prompts as prompts_cli
+from evaluation import score as scoring
 from evaluation.multiple import cli
 from evaluation.multiple import execution as multiple_execution
 from sandbox import execution
@@ -139,7 +140,7 @@ def test_predictions_are_scored_multiple_s_way_with_results_files_pass_k_reads(d
     assert m["percent_exception"] == 40.0 and m["num_problems"] == 1
   assert metrics["scoring"]["programs_executed"] == 12 and metrics["scoring"]["duplicates_reused"] == 3
   # MultiPL-E's results files: one folder per language; its pass_k rule gives the same pass@1.
-  assert metrics["results_files"] == 3
+  assert metrics["results_files"] == 3 and metrics["results_files_held_back"] == 0
   for code in ("py", "js", "lua"):
     mean, problems, n = multiple_pass_k(output / "multiple" / code)
     assert (problems, n) == (1, 5) and mean == pytest.approx(0.4)
@@ -215,6 +216,11 @@ def test_bad_input_is_refused_with_its_flag(dataset, tmp_path, capsys):
   assert cli.main(["score", "--dataset", dataset, "--predictions", path, "--output", str(tmp_path / "o"),
                    "--k", "0"]) == 2
   assert "--k values must be positive" in capsys.readouterr().err
+  assert cli.main(["score", "--dataset", dataset, "--predictions", path, "--output", str(tmp_path / "o"),
+                   "--timeout", "cpp=soon"]) == 2
+  assert "--timeout: cpp: 'soon' is not a number of seconds" in capsys.readouterr().err
+  timeouts = scoring.parse_timeouts("c++=30", multiple_execution.TIMEOUT_S)  # over MultiPL-E's, not the paper's
+  assert timeouts["cpp"] == 30 and timeouts["go"] == multiple_execution.TIMEOUT_S["go"] == 30 and timeouts["lua"] == 5
   assert cli.main(["score", "--dataset", dataset, "--generations", path, "--output", str(tmp_path / "o")]) == 2
   assert "one language at a time" in capsys.readouterr().err
 

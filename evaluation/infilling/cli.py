@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from evaluation.infilling import exact, prompts, score
 from evaluation.infilling.problems import parse_subsets
-from evaluation.passk import DEFAULT_KS
+from evaluation.passk import DEFAULT_KS, parse_ks
 from evaluation.prompts import write_jsonl
 from sandbox import batching, execution
 from storage import OutputLocked
@@ -85,12 +85,7 @@ def _score(args, pipeline_args: Sequence[str]) -> int:
     raise ValueError(f"--timeout must be positive, got {args.timeout}")
   if args.memory_mb < 1:
     raise ValueError(f"--memory_mb must be at least 1, got {args.memory_mb}")
-  try:
-    ks = [int(k) for k in args.k.split(",")]
-  except ValueError:
-    raise ValueError(f"--k: {args.k!r} is not a comma-separated list of integers") from None
-  if any(k < 1 for k in ks):
-    raise ValueError(f"--k values must be positive, got {args.k}")
+  ks = parse_ks(args.k)
   limits = execution.Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
   beam_args = None if args.runner is None else ["--runner", args.runner, *pipeline_args]
   metrics = score.score(args.predictions, args.output_dir, parse_subsets(args.subset), limits, ks, args.workers,

@@ -30,8 +30,10 @@ import sys
 from collections.abc import Sequence
 
 import storage
+from evaluation import score as scoring
 from evaluation.multiple import files, score
 from evaluation.multiple import execution as multiple_execution
+from evaluation.passk import parse_ks
 from sandbox import execution
 from storage import OutputLocked
 
@@ -59,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
                         "language)")
   run.add_argument("--memory_mb", type=int, default=execution.Limits.memory_mb,
                    help="address-space cap per program (RLIMIT_AS)")
-  run.add_argument("--k", default=",".join(map(str, score.DEFAULT_K)), help="pass@k values")
+  run.add_argument("--k", default=",".join(map(str, score.DEFAULT_KS)), help="pass@k values")
   run.add_argument("--runner", default=None,
                    help="score as an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, ...); other "
                         "unknown flags are Beam's pipeline options")
@@ -69,31 +71,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _languages(value: str | None) -> list[str] | None:
   return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
-
-
-def parse_timeouts(value: str | None) -> dict[str, float]:
-  """--timeout: MultiPL-E's per-language seconds, S for all, or language=S pairs over MultiPL-E's."""
-  table = dict(multiple_execution.TIMEOUT_S)
-  if value is None:
-    return table
-
-  def seconds(text: str) -> float:
-    try:
-      result = float(text)
-    except ValueError:
-      raise ValueError(f"--timeout: {text!r} is not a number of seconds") from None
-    if not result > 0:
-      raise ValueError(f"--timeout: must be positive, got {text}")
-    return result
-
-  if "=" not in value:
-    return {name: seconds(value) for name in table}
-  for pair in value.split(","):
-    name, sep, text = pair.partition("=")
-    if not sep:
-      raise ValueError(f"--timeout: {pair!r} is not language=seconds")
-    table[score.language_named(name.strip()).name] = seconds(text.strip())
-  return table
 
 
 def reader(kind: str, source: str, dataset: str | None, language: str | None) -> score.Read:
@@ -127,18 +104,13 @@ def _score(args, pipeline_args: Sequence[str]) -> int:
     raise ValueError(f"--workers must be at least 1, got {args.workers}")
   if args.memory_mb < 1:
     raise ValueError(f"--memory_mb must be at least 1, got {args.memory_mb}")
-  try:
-    ks = [int(k) for k in args.k.split(",")]
-  except ValueError:
-    raise ValueError(f"--k: {args.k!r} is not a comma-separated list of integers") from None
-  if any(k < 1 for k in ks):
-    raise ValueError(f"--k values must be positive, got {args.k}")
+  ks = parse_ks(args.k)
   kind, source = _input(args)
   languages = _languages(args.languages)
   language = languages[0] if kind == "generations" and languages and len(languages) == 1 else None
   read = reader(kind, source, args.dataset, language)
   wanted = None if languages is None else [score.resolve_language(n, _codes(read)) for n in languages]
-  timeouts = parse_timeouts(args.timeout)
+  timeouts = scoring.parse_timeouts(args.timeout, multiple_execution.TIMEOUT_S)
   limits = execution.Limits(memory_mb=args.memory_mb)
   beam_args = None if args.runner is None else ["--runner", args.runner, *pipeline_args]
   make = functools.partial(benchmark_of, kind, source, args.dataset, language, limits, tuple(ks), timeouts)

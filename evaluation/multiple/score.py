@@ -28,13 +28,12 @@ from evaluation import beam_scoring, resumable
 from evaluation.multiple import execution as multiple_execution
 from evaluation.multiple import files
 from evaluation.multiple.problems import Problem, read_problems
-from evaluation.passk import mean_pass_at_k
+from evaluation.passk import DEFAULT_KS, mean_pass_at_k
 from evaluation.resumable import Prediction
 from languages import BY_NAME, get as language_named
 from sandbox import batching, execution
 from sandbox.renderers import NOT_EVALUATED
 
-DEFAULT_K = (1, 10, 100)
 # How a completion joins its prompt: MultiPL-E's prompt as written, or the harness's stripped one.
 RULES = ("multiple", "harness")
 # Part of a result's identity (resumable.Benchmark.settings): a change of the rule rescores.
@@ -71,7 +70,7 @@ class MultiPLEBenchmark(resumable.Benchmark):
   command = "evaluation.multiple"
 
   def __init__(self, problems: Mapping[tuple[str, str], Problem], limits: execution.Limits,
-               ks: Sequence[int] = DEFAULT_K, timeouts: Mapping[str, float] | None = None, rule: str = "multiple"):
+               ks: Sequence[int] = DEFAULT_KS, timeouts: Mapping[str, float] | None = None, rule: str = "multiple"):
     if rule not in RULES:
       raise ValueError(f"unknown prompt rule {rule!r}; one of {', '.join(RULES)}")
     self.problems, self.limits, self.ks, self.rule = problems, limits, tuple(ks), rule
@@ -249,7 +248,7 @@ def read_harness_generations(path: str, dataset: str, language: str | None) -> R
 
 def score(read: Read, output_dir: str, source: str, languages: Sequence[str] | None = None,
           workers: int | None = None, limits: execution.Limits = execution.Limits(),
-          ks: Sequence[int] = DEFAULT_K, timeouts: Mapping[str, float] | None = None,
+          ks: Sequence[int] = DEFAULT_KS, timeouts: Mapping[str, float] | None = None,
           pipeline_args: Sequence[str] | None = None, progress: bool = True,
           make: functools.partial | None = None, metadata: Mapping | None = None) -> dict:
   """Scores the predictions of `read` not yet in output_dir/results.jsonl; writes metrics.json and
@@ -280,28 +279,31 @@ def score(read: Read, output_dir: str, source: str, languages: Sequence[str] | N
     results, report = beam_scoring.score_predictions(scorer, make, mine, output_dir, pipeline_args,
                                                      batching.DEFAULT_BATCH_SIZE, source=source,
                                                      workers=workers or os.cpu_count() or 1)
-  written = write_results_files(scorer, mine, results, storage.join(output_dir, "multiple"), metadata or {})
+  written, held_back = write_results_files(scorer, mine, results, storage.join(output_dir, "multiple"), metadata or {})
   scoring = report.as_dict()
   metrics = {"benchmark": "multipl-e", "predictions": storage.resolve(source), "prompt_rule": read.rule,
              "limits": {**dataclasses.asdict(limits), "timeout_s": {n: scorer.limits_for(n).timeout_s for n in runnable}},
              "judge": JUDGE, "scored_now": scoring["scored_now"], **scorer.summarise(mine, results),
              "not_evaluated": not_evaluated, "invalid_predictions": list(read.invalid),
-             "unscored_predictions": list(report.unscored), "results_files": written, "scoring": scoring}
+             "unscored_predictions": list(report.unscored), "results_files": written, "results_files_held_back": held_back,
+             "scoring": scoring}
   storage.write_json(storage.join(output_dir, "metrics.json"), metrics)
   return metrics
 
 
 def write_results_files(scorer: MultiPLEBenchmark, predictions: Sequence[Prediction], results: Mapping[tuple, dict],
-                        directory: str, metadata: Mapping) -> int:
+                        directory: str, metadata: Mapping) -> tuple[int, int]:
   """One <name>.results.json.gz per problem whose predictions all have results, in a folder per
-  MultiPL-E language code (pass_k.py reads a folder as one dataset); returns how many."""
+  MultiPL-E language code (pass_k.py reads a folder as one dataset); returns how many were written,
+  and how many problems were not (some prediction unscored: a rerun writes them)."""
   by_problem: dict[tuple[str, str], list[Prediction]] = collections.defaultdict(list)
   for p in predictions:
     by_problem[(p.language, p.qid)].append(p)
-  written = 0
+  written = held_back = 0
   for key, members in sorted(by_problem.items()):
     if not all(p.key in results for p in members):
-      continue  # a rerun writes it once every sample has its verdict
+      held_back += 1  # a rerun writes it once every sample has its verdict
+      continue
     problem = scorer.problems[key]
     members.sort(key=lambda p: (str(type(p.sample_id)), p.sample_id))
     if "completions" in problem.record:  # read from MultiPL-E's completions file: its own metadata
@@ -315,7 +317,7 @@ def write_results_files(scorer: MultiPLEBenchmark, predictions: Sequence[Predict
                 "status": results[p.key]["status"], "timestamp": results[p.key]["timestamp"]} for p in members]
     files.write_results(storage.join(directory, problem.language), files.results_record(completions, entries))
     written += 1
-  return written
+  return written, held_back
 
 
 COLUMNS = (("percent_passed", "% passed"), ("percent_exception", "% exception"),
@@ -346,6 +348,9 @@ def summary(metrics: dict) -> str:
            f"{scoring['programs_executed']} executions ({scoring['duplicates_reused']} reused a verdict)",
            f"MultiPL-E results files: {metrics['results_files']} problems under multiple/ "
            "(MultiPL-E's pass_k.py reads each language's folder)"]
+  if metrics["results_files_held_back"]:
+    lines.append(f"warning: {metrics['results_files_held_back']} problems have no results file: some of their "
+                 "predictions could not be scored (below); a rerun writes them")
   odd = {name: metrics[name]["percent_ok_nonzero_exit"] for name in metrics["languages"]
          if metrics[name].get("percent_ok_nonzero_exit")}
   for name, share in odd.items():
