@@ -346,6 +346,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({', '.join(f'{name}: {n}' for name, n in counts.items()) or 'none'})")
   for reason, n in skipped.items():
     print(f"skipped {n}: {reason}")
+  if args.command == "multiple" and args.languages:
+    from evaluation.multiple.problems import codelm_language
+
+    present = {p["language"] for p in prompts} | {codelm_language(p["language"]) for p in prompts}
+    for name in (n.strip() for n in args.languages.split(",") if n.strip()):
+      try:
+        found = name in present or language_named(name).name in present
+      except ValueError:
+        found = False
+      if not found:
+        print(f"note: {args.dataset} has no problem in {name}")
   for message in invalid[:20]:
     print(f"skipped malformed record: {message}")
   if invalid:

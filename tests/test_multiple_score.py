@@ -111,6 +111,8 @@ def test_prompts_carry_multiple_stops_cut_before_and_report_the_malformed_record
                            "--strip_prompt"]) == 0
   stripped = read_jsonl(output)
   assert [p["language"] for p in stripped] == ["py", "lua"]
+  assert prompts_cli.main(["multiple", "--dataset", dataset, "--output", str(output), "--languages", "cpp,lua"]) == 0
+  assert f"note: {dataset} has no problem in cpp" in capsys.readouterr().out
   assert stripped[1]["prompt"] == PROBLEMS[2]["prompt"].strip() and stripped[1]["prompt_stripped"] is True
 
 
