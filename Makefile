@@ -10,7 +10,7 @@ ifeq ($(CODELM_VERBOSE),)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 endif
 
-.PHONY: install test demo bench clean toolchains tpu_compiler gpu_compiler
+.PHONY: install test test-e2e demo bench clean toolchains tpu_compiler gpu_compiler
 
 install: $(STAMP)
 
@@ -43,13 +43,22 @@ $(CUDA_PLUGIN): | $(STAMP)
 	@$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --target .gpu_compiler \
 	  'jax-cuda12-plugin==$(JAX_VERSION)' 'jax-cuda12-pjrt==$(JAX_VERSION)'
 
-# Two pytest workers: about 22 min on 2 cores where one worker takes 34 (compilers, sandboxes and
-# single-threaded XLA compilation leave the second core idle). worksteal: an idle worker takes tests
-# queued on the other, and tests/conftest.py starts the modules of the longest tests first, so the run
-# does not end with one worker alone on a two-minute test.
+# Two tiers. `make test` is what a developer runs: every module's behaviour, the slow end-to-end
+# checks left out. `make test-e2e` runs those (marked `e2e` in tests/: the whole pipeline on the GCS
+# emulator and on ram://, train.py resumed after SIGKILL, the ablation grid, the demo's stages, two
+# processes against one, the scorer three ways in every language). `.ci/run` runs both.
+# Two pytest workers (compilers, sandboxes and single-threaded XLA compilation leave the second core
+# idle with one). worksteal: an idle worker takes tests queued on the other, and tests/conftest.py
+# starts the modules of the longest tests first, so a run does not end with one worker alone on a
+# long test.
 PYTEST_WORKERS ?= 2
+PYTEST := CODELM_REQUIRE_TPU_COMPILER=1 CODELM_REQUIRE_GPU_COMPILER=1 $(BIN)/python -m pytest -q \
+  -n $(PYTEST_WORKERS) --dist worksteal
 test: install tpu_compiler gpu_compiler
-	CODELM_REQUIRE_TPU_COMPILER=1 CODELM_REQUIRE_GPU_COMPILER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
+	$(PYTEST) -m "not e2e" tests
+
+test-e2e: install tpu_compiler gpu_compiler
+	$(PYTEST) -m e2e tests
 
 # Compilers and runtimes for scoring predictions in 12 languages (sandbox/renderers/), and the
 # sandbox (bubblewrap). Debian packages, then the TypeScript compiler from npm into .toolchains/.

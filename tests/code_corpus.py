@@ -1,7 +1,11 @@
 """A small two-language corpus with a trained vocabulary, shared by the data and objective tests."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
+import storage
 from data import records, tasks
 from data.vocab import get_vocabulary, train_vocabulary
 
@@ -14,9 +18,38 @@ GO = ["package main\n\n" + "".join(f"func {_WORDS[(i * 3 + j) % 100]}{j}(n int) 
 LONG_PY = "".join(f"value_{i} = {i} * 2  # line {i}\n" for i in range(300))
 
 
+# The corpus is the same bytes every time, and training its vocabulary and caching its tasks (a Beam
+# pipeline) take seconds that dozens of test modules would repeat: each pytest worker builds each kind
+# once, in a folder of its own, and a local `root` gets a copy. Remote roots (gs://, ram://) are
+# still written through storage, since writing there is what their tests check.
+_TEMPLATES: dict[tuple[str, int], str] = {}
+
+
+def _from_template(kind: str, extra_ids: int, root: str, make) -> None:
+  key = (kind, extra_ids)
+  if key not in _TEMPLATES:
+    folder = tempfile.mkdtemp(prefix=f"codelm-test-corpus-{kind}-{extra_ids}-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    make(folder)
+    _TEMPLATES[key] = folder
+  shutil.copytree(_TEMPLATES[key], root, dirs_exist_ok=True)
+
+
+def _is_local(root: str) -> bool:
+  return not storage.is_url(root)
+
+
 def build(root: str, extra_ids: int = 100):
   """Writes python (PY + LONG_PY) and go (GO) in two train shards each, one validation file each, and
   trains a 500-id vocabulary; returns (vocab_path, seqio vocabulary)."""
+  if _is_local(root):
+    _from_template("vocab", extra_ids, root, lambda folder: _build(folder, extra_ids))
+    vocab_path = os.path.join(root, "spm.model")
+    return vocab_path, get_vocabulary(vocab_path, extra_ids=extra_ids)
+  return _build(root, extra_ids)
+
+
+def _build(root: str, extra_ids: int):
   for language, texts in (("python", PY + [LONG_PY]), ("go", GO)):
     train = [records.encode(t, f"{language}/{i}") for i, t in enumerate(texts)]
     records.write_shard(os.path.join(root, records.shard_name(language, "train", 0, 2)), train[::2])
@@ -30,6 +63,12 @@ def build(root: str, extra_ids: int = 100):
 
 def build_cached(root: str) -> str:
   """`build`, then every task's SeqIO cache: a corpus train.py can run on. Returns `root`."""
-  vocab_path, _ = build(root)
-  tasks.cache_tasks(root, vocab_path)
+  def make(folder):
+    vocab_path, _ = build(folder)
+    tasks.cache_tasks(folder, vocab_path)
+
+  if _is_local(root):
+    _from_template("cached", 100, root, make)
+  else:
+    make(root)
   return root

@@ -3,10 +3,32 @@
 Must run before JAX initialises its backend; other tests simply use the first device.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def pytest_configure(config):
+  """JAX's persistent compilation cache, one folder per pytest worker and run: a test that builds the
+  same tiny model, step or sampler as an earlier test of its worker loads the executable XLA compiled
+  then instead of compiling it again (the cache key is the program itself, so a changed program still
+  compiles). Cold at every run, so no result depends on an earlier one; set in this process only, so
+  the entry points that tests start as subprocesses compile as a user's would. CODELM_TEST_JAX_CACHE=0
+  turns it off (to measure what it saves, or to rule it out)."""
+  import jax
+
+  if os.environ.get("CODELM_TEST_JAX_CACHE", "1") == "0":
+    return
+  worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+  folder = tempfile.mkdtemp(prefix=f"codelm-test-jax-cache-{worker}-")
+  atexit.register(shutil.rmtree, folder, ignore_errors=True)
+  jax.config.update("jax_compilation_cache_dir", folder)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -28,12 +50,14 @@ def pytest_terminal_summary(terminalreporter):
   terminalreporter.write_line(f"not evaluated: {', '.join(NOT_EVALUATED)} (no toolchain in any reachable registry)")
 
 
-# The modules holding the longest tests (measured: `pytest --durations`, 60-120 s each in a clean
-# clone) start first, so that the two workers do not end with one of them alone on a two-minute test
-# while the other is idle (longest-first scheduling). Whole modules, in their own order, so that a
-# module's fixtures are still built once per worker. Order only: every test still runs.
-LONGEST_FIRST = ("test_gcs_emulator.py", "test_demo_quiet.py", "test_ablation.py", "test_train.py",
-                 "test_beam_scoring.py", "test_multihost.py", "test_finetune.py", "test_remote_paths.py")
+# The modules holding the longest tests (measured: `pytest --durations=0`, 40-200 s each in a clean
+# clone; bench/suite_profile.py) start first, so that the two workers do not end with one of them alone
+# on a long test while the other is idle (longest-first scheduling). Whole modules, in their own order,
+# so that a module's fixtures are still built once per worker. Order only: every test still runs. One
+# list for both tiers: `-m` deselects the other tier's tests after this ordering.
+LONGEST_FIRST = ("test_gcs_emulator.py", "test_demo_quiet.py", "test_multihost.py", "test_sampler.py", "test_train.py",
+                 "test_ablation.py", "test_beam_scoring.py", "test_export_hf.py", "test_finetune.py",
+                 "test_mixtures.py", "test_corpus.py", "test_goodput.py", "test_preflight.py", "test_remote_paths.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -212,6 +212,7 @@ def corpus(tmp_path_factory):
   return code_corpus.build_cached(str(tmp_path_factory.mktemp("ablation_corpus")))
 
 
+@pytest.mark.e2e
 def test_grid_trains_with_train_py_then_reuses_finished_cells(corpus, tmp_path, monkeypatch, capsys):
   monkeypatch.setenv("XLA_FLAGS", "")  # one CPU device in train.py, as a user runs it
   output = tmp_path / "abl"

@@ -76,6 +76,7 @@ def differences(got: dict, expected: dict) -> list:
 GROUPS = [LANGUAGES[i::3] for i in range(3)] if LANGUAGES else []
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not LANGUAGES, reason="no sandbox here; run `make toolchains`")
 @pytest.mark.parametrize("languages", GROUPS, ids=lambda group: "+".join(group))
 def test_batched_and_beam_give_the_same_verdicts(tmp_path, languages):

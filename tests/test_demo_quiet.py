@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _WORDS = [a + b for a in ("get", "set", "load", "parse", "build", "read", "emit", "scan", "sort", "find")
           for b in ("Name", "Value", "Token", "Tree", "Node", "Index", "Count", "Path", "Item", "Block")]
@@ -36,6 +38,7 @@ def _stderr_lines(text):
   return [line for line in re.split(r"[\r\n]", text) if line.strip()]
 
 
+@pytest.mark.e2e
 def test_demo_stages_leave_no_library_noise_on_stderr(tmp_path):
   source, out = str(tmp_path / "src"), str(tmp_path / "demo")
   _source_tree(source)
@@ -68,6 +71,7 @@ def test_demo_stages_leave_no_library_noise_on_stderr(tmp_path):
   assert len([json.loads(line) for line in open(os.path.join(out, "predictions.jsonl"))]) == 4
 
 
+@pytest.mark.e2e
 def test_verbose_brings_library_messages_back(tmp_path):
   """The same stage, quiet, then verbose by CODELM_VERBOSE=1 and by --verbose (TensorFlow's start-up lines)."""
   script = "import sys, quiet; quiet.setup(); import tensorflow; print(sys.argv[1:])"

@@ -946,6 +946,7 @@ def _entry_point(module, *flags, verbose=False):
                         timeout=300)
 
 
+@pytest.mark.e2e
 def test_the_export_entry_points_print_no_third_party_lines_unless_verbose(runs, vocab, tmp_path):
   """As a user runs them: export.hf and export.from_hf print their own line and nothing on stderr (no
   absl / TensorFlow / XLA start-up lines); a damaged checkpoint is one warning and one error, exit 2,

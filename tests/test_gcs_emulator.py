@@ -29,6 +29,7 @@ def _timed(timings: dict, name: str, start: float) -> float:
   return now
 
 
+@pytest.mark.e2e
 def test_corpus_to_scores_with_every_path_on_gcs(tmp_path, monkeypatch, capsys):
   pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed (pip install "
                       "gcp-storage-emulator, in the test extra): the gs:// pipeline test needs it")
@@ -223,18 +224,33 @@ import os, sys, time
 import jax.numpy as jnp
 import storage
 from training import checkpoints
-directory, value, go = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+directory, value, gate = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 state = {"w": jnp.full((16, 16), value)}
-while not os.path.exists(go):
-  time.sleep(0.01)
+
+
+def wait_for(path):
+  deadline = time.monotonic() + 300
+  while not os.path.exists(path) and time.monotonic() < deadline:
+    time.sleep(0.01)
+
+
+def report(text):  # the result as a file, whole once it exists: the test polls for it
+  with open(f"{gate}.{value:g}.tmp", "w") as f:
+    f.write(text)
+  os.rename(f"{gate}.{value:g}.tmp", f"{gate}.{value:g}.result")
+
+
+open(f"{gate}.{value:g}.ready", "w").close()  # imported and ready: the test releases both writers at once
+wait_for(f"{gate}.go")
 try:
   with storage.exclusive_output(directory.rsplit("/", 1)[0] + "/train", f"writer {value:g}") as held:
     checkpointer = checkpoints.Checkpointer(directory, async_save=False, before_save=held.verify)
     checkpointer.save(5, state, {"step": 5})
     checkpointer.close()
-  print("saved")
+    report("saved")
+    wait_for(f"{gate}.release")  # the lock is held until the other writer has tried, however slow the host
 except storage.OutputLocked as error:
-  print("refused:", error)
+  report(f"refused: {error}")
 """
 
 
@@ -253,23 +269,41 @@ def test_two_writers_of_one_checkpoint_step_cannot_both_succeed(tmp_path):
   both fail mid-write (orbax: "5/progress already exists" and a 404) and step 5 is lost."""
   pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
   bucket = f"codelm-{uuid.uuid4().hex[:12]}"
-  script, go = tmp_path / "writer.py", tmp_path / "go"
+  script, gate = tmp_path / "writer.py", str(tmp_path / "gate")
   script.write_text(_WRITER)
+
+  def wait_for(suffix):
+    """Until each writer has written gate.<value>.<suffix>; fails at once if one exits without it."""
+    paths = [f"{gate}.{value}.{suffix}" for value in (1, 2)]
+    deadline = time.monotonic() + 240
+    while not all(os.path.exists(path) for path in paths):
+      for writer, path in zip(writers, paths):
+        exited = writer.poll() is not None
+        assert not exited or os.path.exists(path), writer.communicate()[0][-2000:]
+      assert time.monotonic() < deadline, paths
+      time.sleep(0.02)
+    return paths
+
   with gcs_emulator.gcs(bucket, str(tmp_path)):
     directory = f"gs://{bucket}/run/checkpoints"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    writers = [subprocess.Popen([sys.executable, str(script), directory, str(value), str(go)], cwd=str(tmp_path),
+    writers = [subprocess.Popen([sys.executable, str(script), directory, str(value), gate], cwd=str(tmp_path),
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                for value in (1.0, 2.0)]
-    time.sleep(1.0)
-    go.write_text("")
+    wait_for("ready")
+    open(f"{gate}.go", "w").close()
+    try:
+      results = wait_for("result")  # the winner holds the lock until then: the loser cannot come after its release
+    finally:
+      open(f"{gate}.release", "w").close()
     outputs = [writer.communicate(timeout=240)[0] for writer in writers]
-    saved = [i for i, out in enumerate(outputs) if "\nsaved" in "\n" + out]
-    refused = [i for i, out in enumerate(outputs) if "refused:" in out]
-    assert len(saved) == 1 and len(refused) == 1, outputs
+    reports = [open(path).read() for path in results]
+    saved = [i for i, text in enumerate(reports) if text == "saved"]
+    refused = [i for i, text in enumerate(reports) if text.startswith("refused:")]
+    assert len(saved) == 1 and len(refused) == 1, (reports, outputs)
     winner = saved[0] + 1
     assert re.search(rf"refused: gs://{bucket}/run/train is being written by another run \(writer {winner}, pid \d+",
-                     outputs[refused[0]]), outputs[refused[0]]
+                     reports[refused[0]]), reports[refused[0]]
     assert _restore_w(directory) == (float(winner), [5])
     assert not storage.exists(f"gs://{bucket}/run/train.lock")  # released by the winner
 
@@ -281,7 +315,8 @@ def test_a_run_whose_gcs_lock_was_taken_over_writes_no_checkpoint(tmp_path, monk
   pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
   import jax.numpy as jnp
 
-  monkeypatch.setattr(storage, "LOCK_LEASE_S", 1.5)
+  # A lease no loaded host outlasts while the old run still counts as live; shortened (below) once it stalls.
+  monkeypatch.setattr(storage, "LOCK_LEASE_S", 120.0)
   bucket = f"codelm-{uuid.uuid4().hex[:12]}"
   with gcs_emulator.gcs(bucket, str(tmp_path)):
     output, directory = f"gs://{bucket}/run/train", f"gs://{bucket}/run/checkpoints"
@@ -299,7 +334,10 @@ def test_a_run_whose_gcs_lock_was_taken_over_writes_no_checkpoint(tmp_path, monk
         pass
     old._stop.set()  # the old run stalls: it renews no more
     old._thread.join()
-    time.sleep(1.6)
+    monkeypatch.setattr(storage, "LOCK_LEASE_S", 1.0)
+    renewed = json.loads(old._blob.download_as_bytes())["renewed"]
+    while time.time() - renewed <= storage.LOCK_LEASE_S:  # until its lease has passed
+      time.sleep(0.05)
     with storage.exclusive_output(output, "train.py (the new run)") as new:
       assert "took over gs://" in capsys.readouterr().err
       stale = checkpoints.Checkpointer(directory, async_save=False, before_save=old.verify)

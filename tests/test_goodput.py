@@ -56,23 +56,30 @@ def test_the_timeline_counts_device_time_as_step_and_idle_host_time_by_phase():
     timeline.dispatched(loss)
     with timeline.phase("logging"):  # the device is busy all along: nothing idle to charge
       time.sleep(device_s / 4)
+    input_began = time.time()
     with timeline.phase("input"):  # after the device is done: all of it is input wait
       loss.block_until_ready()
       time.sleep(0.3)
+    relabelled_began = input_ended = time.time()
     with timeline.phase("startup") as relabelled:
       time.sleep(0.05)
       relabelled[0] = "checkpoint"
+    relabelled_ended = time.time()
     wall_start = timeline._window_start
     seconds = timeline.window()
-    wall = time.time() - wall_start
+    wall_after = time.time() - wall_start
   finally:
     timeline.close()
-  assert abs(sum(seconds.values()) - wall) < 0.01
+  # Orderings and bounds that a loaded host keeps: the window ends inside window(), so its phases sum to
+  # no more than the wall time just after it and no less than the wall time up to the relabelled phase's
+  # end; a phase holds at least its sleep and at most its own wall time.
+  assert relabelled_ended - wall_start - 1e-6 <= sum(seconds.values()) <= wall_after + 1e-6  # float sums
   assert seconds["compile"] > 0.01
-  assert seconds["logging"] < 0.3 * device_s / 4 + 0.01, seconds
-  assert 0.25 < seconds["input"] < 0.3 + 0.6 * device_s + 0.1, seconds
+  assert seconds["logging"] < 0.3 * device_s / 4 + 0.01, seconds  # the device was busy all along
+  # At least its sleep less the moment the watcher thread takes to see the device finish.
+  assert 0.25 < seconds["input"] <= input_ended - input_began + 1e-6, seconds
   assert seconds["step"] > 0.3 * device_s, (seconds, device_s)
-  assert 0.04 < seconds["checkpoint"] < 0.2 and seconds["startup"] == 0
+  assert 0.05 <= seconds["checkpoint"] <= relabelled_ended - relabelled_began + 1e-6 and seconds["startup"] == 0
   assert timeline.totals == seconds
 
 

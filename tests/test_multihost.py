@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multihost_worker.py")
 
@@ -31,6 +32,7 @@ def _run(num_processes, tmp_path):
     return json.load(f)
 
 
+@pytest.mark.e2e
 def test_two_processes_match_one_process(tmp_path):
   single = _run(1, tmp_path)  # one process, one device, the whole batch
   multi = _run(2, tmp_path)  # two processes, one device each, half the rows each
@@ -39,6 +41,7 @@ def test_two_processes_match_one_process(tmp_path):
   assert multi["losses"][-1] < multi["losses"][0]
 
 
+@pytest.mark.e2e
 def test_two_hosts_sample_like_one(tmp_path):
   # sample.py as a two-host job (two processes of two CPU devices, joined by jax.distributed through
   # the same environment variables a GPU cluster sets): the rows are split over all four devices, the

@@ -39,13 +39,16 @@ CONFIG = PasskConfig(every=2, languages=("python",), problems=3, num_samples=2, 
                      workers=2, batch_size=8)
 NEVER = dataclasses.replace(CONFIG, every=1000)  # for steps that only collect scorers
 
-# A scorer that waits DELAY seconds on its first attempt (the first to find no MARKER), then scores.
+# A scorer that, on its first attempt (the first to find no STARTED file), waits until the test creates
+# RELEASE (a condition, not a time: a loaded host changes nothing), then scores.
 SLOW_SCORER = """
 import os, runpy, sys, time
-marker, delay = sys.argv[1], float(sys.argv[2])
-if not os.path.exists(marker):
-  open(marker, "w").close()
-  time.sleep(delay)
+started, release = sys.argv[1], sys.argv[2]
+if not os.path.exists(started):
+  open(started, "w").close()
+  deadline = time.monotonic() + 300
+  while not os.path.exists(release) and time.monotonic() < deadline:
+    time.sleep(0.02)
 sys.argv = ["evaluation.score"] + sys.argv[3:]
 runpy.run_module("evaluation.score", run_name="__main__", alter_sys=True)
 """
@@ -67,10 +70,11 @@ def _end(step: int, params) -> StepEnd:
   return StepEnd(step, TrainState(step=step, params=params, opt_state=None), {}, save=False, stop=False)
 
 
-def _slow_scorer(tmp_path, delay: float) -> list[str]:
+def _slow_scorer(tmp_path) -> list[str]:
+  """The scorer command; its first attempt waits until tmp_path/release exists."""
   path = tmp_path / "slow_scorer.py"
   path.write_text(SLOW_SCORER)
-  return [sys.executable, str(path), str(tmp_path / "started"), str(delay)]
+  return [sys.executable, str(path), str(tmp_path / "started"), str(tmp_path / "release")]
 
 
 def _passk_records(writer: MetricsWriter) -> dict[int, dict]:
@@ -140,27 +144,26 @@ def test_samples_at_its_steps_with_the_current_parameters_and_logs_the_verdicts(
 @needs_python
 def test_train_steps_go_on_while_the_scorer_runs_and_its_verdicts_arrive_later(setup, tmp_path):
   _, model, params = setup
-  hook, writer, mesh = _hook(setup, tmp_path, scorer_command=_slow_scorer(tmp_path, 2.0),
+  hook, writer, mesh = _hook(setup, tmp_path, scorer_command=_slow_scorer(tmp_path),
                              config=dataclasses.replace(CONFIG, every=50))
   hook(_end(50, place_params(model, params[0], mesh)))  # samples, then returns with its scorer running
   assert hook.pending_steps == [50]
   hook(StepEnd(60, None, {}, save=True, stop=True))  # SIGTERM: the grace period is the checkpoint's, no sampling
-  for step in range(51, 56):  # steps without an evaluation: a poll each
-    began = time.perf_counter()
+  for step in range(51, 56):  # steps without an evaluation: a poll each, which returns while the scorer waits
     hook(_end(step, None))
-    assert time.perf_counter() - began < 0.5
-  assert hook.pending_steps == [50] and not _passk_records(writer)
-  step, deadline = 56, time.monotonic() + 30
+    assert hook.pending_steps == [50] and not _passk_records(writer)
+  (tmp_path / "release").touch()  # the scorer goes on; its verdicts arrive at a later step
+  step, deadline = 56, time.monotonic() + 60
   while hook.pending_steps and time.monotonic() < deadline:
     hook(_end(step, None))
     step += 1
     time.sleep(0.1)
-  assert list(_passk_records(writer)) == [50] and step > 60  # arrived steps later
+  assert list(_passk_records(writer)) == [50] and step > 56  # arrived at a step after the release
 
 
 @needs_python
 def test_a_killed_scorer_is_started_again_and_its_verdicts_still_arrive(setup, tmp_path, capsys):
-  hook, writer, _ = _hook(setup, tmp_path, scorer_command=_slow_scorer(tmp_path, 60.0), config=NEVER)
+  hook, writer, _ = _hook(setup, tmp_path, scorer_command=_slow_scorer(tmp_path), config=NEVER)
   passk = tmp_path / "run" / "passk"
   for step in (1, 3, 4, 7):
     _write_predictions(passk, step)
@@ -198,7 +201,7 @@ def test_a_scorer_that_always_fails_is_given_up_and_training_goes_on(setup, tmp_
 
 
 def test_closing_without_waiting_stops_the_scorers(setup, tmp_path, capsys):
-  hook, writer, _ = _hook(setup, tmp_path, scorer_command=_slow_scorer(tmp_path, 60.0), config=NEVER)
+  hook, writer, _ = _hook(setup, tmp_path, scorer_command=_slow_scorer(tmp_path), config=NEVER)
   for step in (3, 4):
     _write_predictions(tmp_path / "run" / "passk", step)
   hook.resume_at(4)

@@ -11,6 +11,7 @@ gs:// driver but no ram:// one). On gs:// both write to the bucket themselves.
 import os
 
 import gin
+import pytest
 import tensorflow as tf
 
 import storage
@@ -29,6 +30,7 @@ def _copy_tree(source: str, target: str) -> None:
                        else storage.join(target, name), overwrite=True)
 
 
+@pytest.mark.e2e
 def test_train_sample_score_with_every_path_remote(tmp_path, monkeypatch, capsys):
   import sample as sample_entry
   import train as train_entry

@@ -173,6 +173,7 @@ def trained_run(setup, tmp_path_factory):
   return model_dir
 
 
+@pytest.mark.e2e
 def test_killed_and_rerun_every_sample_exactly_once(trained_run, tmp_path):
   model_dir = trained_run  # only read: the module's one trained run
   prompts = tmp_path / "prompts.jsonl"

@@ -110,6 +110,7 @@ def test_unknown_flags_are_errors_that_name_them(corpus, tmp_path, capsys):
   assert exit_.value.code == 2 and "'--steps=3'" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_resume_after_sigkill_replays_the_same_losses(corpus, tmp_path):
   steps, every = 24, 6
   straight = str(tmp_path / "straight")
@@ -148,6 +149,7 @@ def test_resume_after_sigkill_replays_the_same_losses(corpus, tmp_path):
   assert [got[s] for s in range(every + 1, steps + 1)] == [expected[s] for s in range(every + 1, steps + 1)]
 
 
+@pytest.mark.e2e
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(corpus, tmp_path):
   model_dir = str(tmp_path / "preempted")
   process = _subprocess(_flags(corpus, model_dir, 100_000, "--gin.train.checkpoint_every=100000"))
@@ -541,3 +543,19 @@ def test_an_input_state_saved_with_a_relative_corpus_path_restores_from_another_
   assert loop.resume_input(checkpointer, 2, again, 2)
   assert all(np.array_equal(value, expected[key]) for key, value in next(again).items())
   assert sorted(next(TrainBatches("code_python_ul2", 64, 4, seed=0))) == sorted(abstract_batch(4, 64))  # prefix LM
+
+
+def test_the_matmul_ceiling_is_measured_once_per_dtype_and_process(monkeypatch):
+  import jax.numpy as jnp
+
+  from training import run
+
+  measured = []
+  monkeypatch.setattr(run, "matmul_ceiling", lambda dtype: measured.append(dtype) or 1e9)
+  run._peak_flops.cache_clear()
+  try:
+    assert run._peak_flops(jnp.float32) == run._peak_flops(jnp.float32) == 1e9 * jax.device_count()
+    run._peak_flops(jnp.bfloat16)
+    assert measured == [jnp.float32, jnp.bfloat16]
+  finally:
+    run._peak_flops.cache_clear()  # the fake ceiling is not left for the module's other runs

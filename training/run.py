@@ -54,9 +54,11 @@ def model_config_for(config: TrainConfig, vocab_size: int) -> ModelConfig:
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def _peak_flops(dtype) -> float:
-  """This process's devices' matmul ceiling, measured once per dtype (10 s of 2048^3 dots on CPU):
-  the denominator of MFU."""
+  """This process's devices' matmul ceiling, measured once per dtype and process (11 dots of 2048^3 on
+  CPU, seconds on 2 cores; a process that trains again, as a grid or a test does, does not measure
+  again): the denominator of MFU."""
   return matmul_ceiling(dtype) * jax.device_count()
 
 

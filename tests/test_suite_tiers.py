@@ -1,0 +1,88 @@
+"""The suite's two tiers: `make test` leaves out the tests marked e2e, `make test-e2e` runs exactly
+those, `.ci/run` runs both, and docs/demo.md names every e2e test (read from the test files' source,
+so that nothing is imported or collected)."""
+
+import ast
+import os
+import re
+import shlex
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.join(ROOT, "tests")
+
+
+def _read(*path) -> str:
+  with open(os.path.join(ROOT, *path), encoding="utf-8") as f:
+    return f.read()
+
+
+def _is_e2e_mark(decorator: ast.expr) -> bool:
+  return ast.unparse(decorator) == "pytest.mark.e2e"
+
+
+def e2e_tests(folder: str = TESTS) -> set[str]:
+  """module::function of every test in `folder` marked e2e, itself or through its module's `pytestmark`."""
+  found = set()
+  for name in sorted(os.listdir(folder)):
+    if not (name.startswith("test_") and name.endswith(".py")):
+      continue
+    with open(os.path.join(folder, name), encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    module_marked = any(isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets)
+                        and "pytest.mark.e2e" in ast.unparse(node.value) for node in tree.body)
+    for node in tree.body:
+      if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+        if module_marked or any(_is_e2e_mark(d) for d in node.decorator_list):
+          found.add(f"{name[:-3]}::{node.name}")
+  return found
+
+
+def _recipe(target: str) -> list[str]:
+  """The words of a Makefile target's commands, with $(PYTEST) expanded."""
+  makefile = _read("Makefile").replace("\\\n", " ")
+  variables = dict(re.findall(r"^([A-Z_]+) :?= (.*)$", makefile, re.M))
+  match = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)+)", makefile, re.M)
+  assert match, f"no target {target} in the Makefile"
+  text = match.group(1).replace("$(PYTEST)", variables.get("PYTEST", ""))
+  return shlex.split(text)
+
+
+def _pytest_marker_expression(words: list[str]) -> str:
+  """The expression pytest's own -m is given (`python -m pytest` has an -m of its own before)."""
+  arguments = words[words.index("pytest") + 1:]
+  return arguments[arguments.index("-m") + 1]
+
+
+def test_make_test_leaves_the_e2e_tier_out_and_make_test_e2e_runs_only_it():
+  test, e2e = _recipe("test"), _recipe("test-e2e")
+  assert _pytest_marker_expression(test) == "not e2e" and _pytest_marker_expression(e2e) == "e2e"
+  assert test[-1] == e2e[-1] == "tests"  # the same folder: every test is in one tier or the other
+
+
+def test_ci_runs_both_tiers():
+  commands = [line.strip() for line in _read(".ci", "run").splitlines() if line.strip().startswith("make ")]
+  assert "make test" in commands and "make test-e2e" in commands
+  assert commands.index("make toolchains") < commands.index("make test") < commands.index("make test-e2e")
+
+
+def test_the_e2e_mark_is_registered_and_unknown_marks_are_errors():
+  pyproject = _read("pyproject.toml")
+  assert "--strict-markers" in pyproject and re.search(r'^\s*"e2e: ', pyproject, re.M)
+
+
+def test_docs_name_every_e2e_test_and_no_other():
+  marked = e2e_tests()
+  assert len(marked) >= 5
+  demo = _read("docs", "demo.md")
+  section = demo[demo.index("### The e2e tier"):]
+  section = section[:section.index("\n#", 1)] if "\n#" in section[1:] else section
+  named = set(re.findall(r"`(test_\w+::test_\w+)`", section))
+  assert named == marked, (sorted(marked - named), sorted(named - marked))
+
+
+def test_the_e2e_marks_are_found_on_functions_and_modules(tmp_path):
+  (tmp_path / "test_one.py").write_text("import pytest\n\n@pytest.mark.e2e\ndef test_a():\n  pass\n\n"
+                                        "def test_b():\n  pass\n")
+  (tmp_path / "test_two.py").write_text("import pytest\npytestmark = [pytest.mark.e2e]\n\ndef test_c():\n  pass\n")
+  (tmp_path / "helper.py").write_text("import pytest\n\n@pytest.mark.e2e\ndef test_d():\n  pass\n")
+  assert e2e_tests(str(tmp_path)) == {"test_one::test_a", "test_two::test_c"}
