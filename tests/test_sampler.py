@@ -21,7 +21,6 @@ import sample as sample_entry
 from sampling import predictions as predictions_io
 from model.config import get_config
 from model.transformer import Decoder
-from data import tasks
 from sampling.restore import place_params
 from sampling.rows import completion_of
 from sampling.sampler import Sampler, SamplingConfig
@@ -157,7 +156,7 @@ def _trained_run(root, model_dir):
   os.chdir(ROOT)
   try:
     import train as train_entry
-    tasks.cache_tasks(root, os.path.join(root, "spm.model"))
+    code_corpus.build_cached(root)  # root holds code_corpus.build's corpus: its SeqIO cache, built once a worker
     train_entry.main(["--gin_file=gin_configs/runs/demo.gin", f"--gin.MODEL_DIR='{model_dir}'",
                       f"--gin.CORPUS_DIR='{root}'", "--gin.MODEL_SIZE='tiny'", "--gin.TRAIN_STEPS=2",
                       "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 64}", "--gin.train.eval_every=0"])
