@@ -80,7 +80,12 @@ def main(argv=None) -> int:
   if not os.path.isfile(args.junit_xml):
     print(f"suite_profile: no such file: {args.junit_xml}", file=sys.stderr)
     return 2
-  result = profile(read(args.junit_xml), args.wall)
+  try:
+    cases = read(args.junit_xml)
+  except ElementTree.ParseError as error:  # error.position: (line, column)
+    print(f"suite_profile: {args.junit_xml}:{error.position[0]}: not JUnit XML ({error})", file=sys.stderr)
+    return 2
+  result = profile(cases, args.wall)
   total = result["test_seconds"]
   print(f"{result['tests']} tests, {total:,.0f} s of test time"
         + (f", {args.wall:,.0f} s wall ({total / args.wall:.2f} workers busy on average)" if args.wall else ""))

@@ -3,6 +3,7 @@ those, `.ci/run` runs both, and docs/demo.md names every e2e test (read from the
 so that nothing is imported or collected)."""
 
 import ast
+import json
 import os
 import re
 import shlex
@@ -86,3 +87,33 @@ def test_the_e2e_marks_are_found_on_functions_and_modules(tmp_path):
   (tmp_path / "test_two.py").write_text("import pytest\npytestmark = [pytest.mark.e2e]\n\ndef test_c():\n  pass\n")
   (tmp_path / "helper.py").write_text("import pytest\n\n@pytest.mark.e2e\ndef test_d():\n  pass\n")
   assert e2e_tests(str(tmp_path)) == {"test_one::test_a", "test_two::test_c"}
+
+
+def test_suite_profile_groups_a_junit_file_by_module_and_kind(tmp_path, capsys):
+  import importlib.util
+
+  spec = importlib.util.spec_from_file_location("suite_profile", os.path.join(ROOT, "bench", "suite_profile.py"))
+  suite_profile = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(suite_profile)
+  junit = tmp_path / "suite.xml"
+  junit.write_text('<testsuites><testsuite name="pytest">'
+                   '<testcase classname="tests.test_train" name="test_a" time="3.5"/>'
+                   '<testcase classname="tests.test_train" name="test_b" time="0.5"/>'
+                   '<testcase classname="tests.test_renderers.TestX" name="test_c" time="2"/>'
+                   '<testcase classname="tests.test_new_module" name="test_d" time="1"/>'
+                   '</testsuite></testsuites>')
+  out = tmp_path / "out" / "profile.json"
+  assert suite_profile.main([str(junit), "--wall", "4", "--json", str(out)]) == 0
+  result = json.loads(out.read_text())
+  assert result["tests"] == 4 and result["test_seconds"] == 7.0
+  assert result["by_module"]["test_train"] == {"tests": 2, "seconds": 4.0, "kind": "compile"}
+  assert result["by_module"]["test_renderers"]["kind"] == "sandbox"
+  assert result["by_kind"] == {"compile": {"tests": 2, "seconds": 4.0}, "sandbox": {"tests": 1, "seconds": 2.0},
+                               "other": {"tests": 1, "seconds": 1.0}}
+  assert result["longest"][0] == {"test": "test_train::test_a", "seconds": 3.5}
+  assert "4 tests, 7 s of test time, 4 s wall (1.75 workers busy on average)" in capsys.readouterr().out
+  assert suite_profile.main([str(tmp_path / "missing.xml")]) == 2
+  assert "no such file" in capsys.readouterr().err
+  (tmp_path / "torn.xml").write_text("<testsuites>\n<testcase name=")
+  assert suite_profile.main([str(tmp_path / "torn.xml")]) == 2
+  assert "torn.xml:2: not JUnit XML" in capsys.readouterr().err
