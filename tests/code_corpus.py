@@ -1,10 +1,9 @@
 """A small two-language corpus with a trained vocabulary, shared by the data and objective tests."""
 
-import atexit
 import os
 import shutil
-import tempfile
 
+import scratch
 import storage
 from data import records, tasks
 from data.vocab import get_vocabulary, train_vocabulary
@@ -28,8 +27,7 @@ _TEMPLATES: dict[tuple[str, int], str] = {}
 def _from_template(kind: str, extra_ids: int, root: str, make) -> None:
   key = (kind, extra_ids)
   if key not in _TEMPLATES:
-    folder = tempfile.mkdtemp(prefix=f"codelm-test-corpus-{kind}-{extra_ids}-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder = scratch.folder(f"corpus-{kind}-{extra_ids}")
     make(folder)
     _TEMPLATES[key] = folder
   shutil.copytree(_TEMPLATES[key], root, dirs_exist_ok=True)

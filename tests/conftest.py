@@ -3,10 +3,7 @@
 Must run before JAX initialises its backend; other tests simply use the first device.
 """
 
-import atexit
 import os
-import shutil
-import tempfile
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -23,10 +20,9 @@ def pytest_configure(config):
 
   if os.environ.get("CODELM_TEST_JAX_CACHE", "1") == "0":
     return
-  worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-  folder = tempfile.mkdtemp(prefix=f"codelm-test-jax-cache-{worker}-")
-  atexit.register(shutil.rmtree, folder, ignore_errors=True)
-  jax.config.update("jax_compilation_cache_dir", folder)
+  import scratch
+
+  jax.config.update("jax_compilation_cache_dir", scratch.folder("jax-cache"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 

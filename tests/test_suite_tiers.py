@@ -117,3 +117,23 @@ def test_suite_profile_groups_a_junit_file_by_module_and_kind(tmp_path, capsys):
   (tmp_path / "torn.xml").write_text("<testsuites>\n<testcase name=")
   assert suite_profile.main([str(tmp_path / "torn.xml")]) == 2
   assert "torn.xml:2: not JUnit XML" in capsys.readouterr().err
+
+
+def test_a_killed_worker_s_scratch_folder_is_removed_by_the_next_and_a_live_one_kept(tmp_path, monkeypatch):
+  import subprocess
+  import sys
+  import tempfile
+
+  import scratch
+
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+  stale = tmp_path / f"codelm-test-kind-{int(dead.stdout)}-abc"  # its process is gone (as after SIGKILL)
+  live = tmp_path / f"codelm-test-kind-{os.getpid()}-def"
+  other_kind = tmp_path / f"codelm-test-other-kind-{int(dead.stdout)}-ghi"  # swept whatever its kind
+  not_ours = tmp_path / "codelm-test-build-jkl"  # no PID in its name: some test's own folder, left alone
+  for path in (stale, live, other_kind, not_ours):
+    path.mkdir()
+  made = scratch.folder("kind")
+  assert os.path.isdir(made) and os.path.basename(made).startswith(f"codelm-test-kind-{os.getpid()}-")
+  assert not stale.exists() and not other_kind.exists() and live.exists() and not_ours.exists()
