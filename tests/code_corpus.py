@@ -33,14 +33,10 @@ def _from_template(kind: str, extra_ids: int, root: str, make) -> None:
   shutil.copytree(_TEMPLATES[key], root, dirs_exist_ok=True)
 
 
-def _is_local(root: str) -> bool:
-  return not storage.is_url(root)
-
-
 def build(root: str, extra_ids: int = 100):
   """Writes python (PY + LONG_PY) and go (GO) in two train shards each, one validation file each, and
   trains a 500-id vocabulary; returns (vocab_path, seqio vocabulary)."""
-  if _is_local(root):
+  if not storage.is_url(root):
     _from_template("vocab", extra_ids, root, lambda folder: _build(folder, extra_ids))
     vocab_path = os.path.join(root, "spm.model")
     return vocab_path, get_vocabulary(vocab_path, extra_ids=extra_ids)
@@ -65,7 +61,7 @@ def build_cached(root: str) -> str:
     vocab_path, _ = build(folder)
     tasks.cache_tasks(folder, vocab_path)
 
-  if _is_local(root):
+  if not storage.is_url(root):
     _from_template("cached", 100, root, make)
   else:
     make(root)

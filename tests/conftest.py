@@ -9,24 +9,6 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
-def pytest_configure(config):
-  """JAX's persistent compilation cache, one folder per pytest worker and run: a test that builds the
-  same tiny model, step or sampler as an earlier test of its worker loads the executable XLA compiled
-  then instead of compiling it again (the cache key is the program itself, so a changed program still
-  compiles). Cold at every run, so no result depends on an earlier one; set in this process only, so
-  the entry points that tests start as subprocesses compile as a user's would. CODELM_TEST_JAX_CACHE=0
-  turns it off (to measure what it saves, or to rule it out)."""
-  import jax
-
-  if os.environ.get("CODELM_TEST_JAX_CACHE", "1") == "0":
-    return
-  import scratch
-
-  jax.config.update("jax_compilation_cache_dir", scratch.folder("jax-cache"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
 def pytest_terminal_summary(terminalreporter):
   """Which languages' test programs this run compiled and executed (the others' toolchains are
   missing: `make toolchains` installs them)."""

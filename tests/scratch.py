@@ -1,4 +1,4 @@
-"""Scratch folders that outlive one test (a worker's compilation cache, its corpus templates): removed
+"""Scratch folders that outlive one test (a worker's corpus templates, tests/code_corpus.py): removed
 when the process exits, and, since a process killed with SIGKILL runs no exit handler, removed by the
 next test process that finds its owner gone."""
 
