@@ -14,6 +14,7 @@ weights, but on this model's `nn.scan` over layers its parameter creation leaks 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import flax.linen as nn
@@ -48,6 +49,7 @@ class LoraConfig:
     return self.alpha / self.rank
 
 
+@functools.partial(jax.jit, static_argnames=("model",))  # one program per model, as init_params
 def init_adapters(model: nn.Module, rng: jax.Array) -> Any:
   """Fresh adapters of a Decoder built with `lora` (A random, B zero: the adapted model starts as
   the base); under jax.eval_shape, their tree of shapes."""

@@ -7,6 +7,8 @@ S cache slots, L layers, D d_model, K head_dim, V vocab.
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import flax.struct
 import jax
@@ -207,7 +209,12 @@ class Decoder(nn.Module):
     return x, {name: tuple(buffers) for name, buffers in new.items()}
 
 
+@functools.partial(jax.jit, static_argnames=("model", "batch_size", "length"))
 def init_params(model: Decoder, rng: Array, batch_size: int = 1, length: int = 8):
   """Boxed (nn.LogicallyPartitioned) parameters; under jax.eval_shape they allocate nothing. Their
-  shapes do not depend on the dummy tokens' shape."""
+  shapes do not depend on the dummy tokens' shape.
+
+  Jitted, keyed on the module's value (Flax modules are dataclasses): one program per model config and
+  process, where calling model.init op by op dispatched (and compiled) each of its hundreds of small
+  operations, 3-6 s per call on a CPU."""
   return model.init(rng, jnp.zeros((batch_size, length), jnp.int32))["params"]

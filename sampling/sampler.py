@@ -227,6 +227,18 @@ class Sampler:
     self.row_shards = 1 if mesh is None else int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
     self.last_stats: dict = {}  # of the last run: rows, slots, decode steps, chunks
 
+  # `self` is a static argument of the jitted programs below, which read only the model, the end ids
+  # and the mesh from it (the parameters are an argument): samplers equal in those share the compiled
+  # programs, so a pass@k hook or a test that builds a new Sampler for the same model compiles nothing.
+  def _program_key(self) -> tuple:
+    return (self.model, self.end_ids, self.mesh)
+
+  def __hash__(self) -> int:
+    return hash(self._program_key())
+
+  def __eq__(self, other: object) -> bool:
+    return type(other) is type(self) and other._program_key() == self._program_key()
+
   def _shard_rows(self, tree: Any) -> Any:
     """Constrain every [rows or slots, ...] array of `tree` to be split over the mesh's batch axes."""
     if self.mesh is None:
