@@ -48,12 +48,13 @@ $(CUDA_PLUGIN): | $(STAMP)
 # emulator and on ram://, train.py resumed after SIGKILL, the ablation grid, the demo's stages, two
 # processes against one, the scorer three ways in every language). `.ci/run` runs both.
 # Two pytest workers (compilers, sandboxes and single-threaded XLA compilation leave the second core
-# idle with one). worksteal: an idle worker takes tests queued on the other, and tests/conftest.py
-# starts the modules of the longest tests first, so a run does not end with one worker alone on a
-# long test.
+# idle with one). loadfile: a module's tests run on one worker, so its module-scoped fixtures (a
+# trained run, a Beam-built corpus) are built once, not once on each worker as worksteal did; an idle
+# worker takes the next module, and tests/conftest.py lists the longest modules first.
 PYTEST_WORKERS ?= 2
+PYTEST_DIST ?= loadfile
 PYTEST := CODELM_REQUIRE_TPU_COMPILER=1 CODELM_REQUIRE_GPU_COMPILER=1 $(BIN)/python -m pytest -q \
-  -n $(PYTEST_WORKERS) --dist worksteal
+  -n $(PYTEST_WORKERS) --dist $(PYTEST_DIST)
 test: install tpu_compiler gpu_compiler
 	$(PYTEST) -m "not e2e" tests
 

@@ -66,6 +66,14 @@ class SamplingConfig:
   window_bucket: int = 64  # generated-token attention window rounded up to this; 0: the whole allocation
 
 
+def _device_config(config: SamplingConfig) -> SamplingConfig:
+  """`config` with the fields only the host reads (the layout, passed on as slots and group, and the
+  window's rounding) at their defaults: the jitted programs take the result as a static argument, so
+  settings that differ only there share one compiled program."""
+  host_only = ("rows", "rows_per_prompt", "share_prompt_cache", "window_bucket")
+  return dataclasses.replace(config, **{f: SamplingConfig.__dataclass_fields__[f].default for f in host_only})
+
+
 @flax.struct.dataclass
 class DecodeState:
   """Everything the decode loop carries. P prompts, n samples each, Q slots of G rows (R = Q x G rows),
@@ -393,7 +401,7 @@ class Sampler:
     key_data = np.asarray(jax.random.key_data(jax.random.key(seed)))  # any Python int seed, as plain data
     state = self._init(self._global(batch), self._global(lengths), self._global(ids.astype(np.uint32)),
                        self._global(key_data), self._global(limits.reshape(-1)), self._global(skip), num_samples,
-                       slots, group, config, self.model.config.vocab_size)
+                       slots, group, _device_config(config), self.model.config.vocab_size)
     rows = slots * group
     results: dict[int, list[Completion | None]] = {}
     left = [num_samples] * len(encoded)
@@ -407,7 +415,7 @@ class Sampler:
         window = min(new, -(-(longest + config.chunk_length) // config.window_bucket) * config.window_bucket)
       with jax.profiler.StepTraceAnnotation("decode_chunk", step_num=chunks + 1):
         state = self._continue(self.params, state, self._global(stopped, rows=True), num_samples, group, window,
-                               config)
+                               _device_config(config))
         count = int(self._to_host(state.out_count))  # waits for the chunk: its device time is in the step
       chunks += 1
       if count:
@@ -448,13 +456,14 @@ class Sampler:
         self, spec((num_prompts, prompt_width), jnp.int32), spec((num_prompts,), jnp.int32),
         spec((num_prompts,), jnp.uint32), spec(key_data.shape, key_data.dtype), spec((num_prompts * num_samples,),
                                                                                      jnp.int32),
-        spec((num_prompts,), jnp.bool_), num_samples, slots, group, config, self.model.config.vocab_size)
+        spec((num_prompts,), jnp.bool_), num_samples, slots, group, _device_config(config),
+        self.model.config.vocab_size)
     compiled_init = init.compile()  # the layout of the state it makes is the compiler's choice
     state = jax.tree.map(lambda shape, where: jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=where),
                          compiled_init.out_info, compiled_init.output_shardings)
     window = config.max_decode_length
     decode = type(self)._continue.lower(self, self.params, state, spec((slots * group,), jnp.bool_, rows_split),
-                                        num_samples, group, window, config)
+                                        num_samples, group, window, _device_config(config))
     return init, decode
 
   def sample(self, prompts: Sequence[Prompt] | EncodedPrompts, num_samples: int, config: SamplingConfig, seed: int,

@@ -433,6 +433,25 @@ def test_samples_do_not_depend_on_how_they_are_scheduled(setup):
   assert _texts(alone) == _texts(reference)[2:3]
 
 
+def test_samplers_of_one_model_and_host_only_settings_share_the_compiled_programs(setup):
+  # Jit keys its programs on the static Sampler and config: a new Sampler of the same model, or a config
+  # that differs only in what the host reads (the layout fields giving the same layout, the window's
+  # rounding), reuses them; a setting the device reads (the temperature) compiles anew.
+  _, _, vocabulary, model, params, code_id = setup
+  eod = vocabulary.tokenizer.piece_to_id("[eod]")
+  base = SamplingConfig(max_decode_length=12, chunk_length=4, temperature=0.7, rows=4)
+  Sampler(model, params, vocabulary, code_id, [eod]).sample(["def a"], 4, base, seed=0)
+  before = (Sampler._init._cache_size(), Sampler._continue._cache_size())
+  again = Sampler(model, params, vocabulary, code_id, [eod])
+  for variant in (dict(), dict(rows=5), dict(rows_per_prompt=4), dict(window_bucket=0), dict(window_bucket=32)):
+    again.sample(["def a"], 4, dataclasses.replace(base, **variant), seed=0)
+    assert again.last_stats["rows"] == 4 and again.last_stats["rows_per_slot"] == 4, variant
+  assert (Sampler._init._cache_size(), Sampler._continue._cache_size()) == before
+  again.sample(["def a"], 4, dataclasses.replace(base, temperature=0.3), seed=0)
+  assert Sampler._continue._cache_size() == before[1] + 1
+  assert Sampler(model, params, vocabulary, code_id, [eod]) != Sampler(model, params, vocabulary, code_id, [-1])
+
+
 def _greedy_by_recomputation(model, params, ids, steps, length=64):
   @jax.jit
   def next_token(tokens, last):
