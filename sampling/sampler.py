@@ -399,9 +399,10 @@ class Sampler:
       limits = np.clip(np.asarray(max_new_tokens, np.int32).reshape(limits.shape), 1, new)
     slots, group = self.layout(len(encoded), num_samples, config)
     key_data = np.asarray(jax.random.key_data(jax.random.key(seed)))  # any Python int seed, as plain data
+    device_config = _device_config(config)
     state = self._init(self._global(batch), self._global(lengths), self._global(ids.astype(np.uint32)),
                        self._global(key_data), self._global(limits.reshape(-1)), self._global(skip), num_samples,
-                       slots, group, _device_config(config), self.model.config.vocab_size)
+                       slots, group, device_config, self.model.config.vocab_size)
     rows = slots * group
     results: dict[int, list[Completion | None]] = {}
     left = [num_samples] * len(encoded)
@@ -415,7 +416,7 @@ class Sampler:
         window = min(new, -(-(longest + config.chunk_length) // config.window_bucket) * config.window_bucket)
       with jax.profiler.StepTraceAnnotation("decode_chunk", step_num=chunks + 1):
         state = self._continue(self.params, state, self._global(stopped, rows=True), num_samples, group, window,
-                               _device_config(config))
+                               device_config)
         count = int(self._to_host(state.out_count))  # waits for the chunk: its device time is in the step
       chunks += 1
       if count:
