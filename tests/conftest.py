@@ -1,11 +1,17 @@
-"""Test-wide setup: 8 fake CPU devices so sharding tests can build a (2, 2, 2) mesh in-process.
+"""Test-wide setup: how many fake CPU devices this test process has, chosen before JAX initialises
+its backend.
 
-Must run before JAX initialises its backend; other tests simply use the first device.
+CODELM_TEST_DEVICES (default 8) sets the count. With 8, the sharding tests build a (2, 2, 2) mesh
+in-process. `make test` runs the suite in two passes: everything on one device, as a user's CPU run
+is laid out, and then the tests marked `multidevice` on 8. On 2 cores, training's default data-parallel
+layout over 8 fake devices made each in-process run slower: test_train's demo run took 41-44 s on 8
+devices and 23-25 s on one.
 """
-
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+_DEVICES_SETTING = os.environ.get("CODELM_TEST_DEVICES", "8")
+DEVICES = int(_DEVICES_SETTING) if _DEVICES_SETTING.isdigit() and int(_DEVICES_SETTING) > 0 else 8
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
@@ -16,6 +22,10 @@ def pytest_configure(config):
   without, 7 s with). Set here, not in the environment, so the entry points tests start as
   subprocesses compile as a user's would. A size limit turns on the cache's file lock, so that a
   thread's read never meets another's half-written entry."""
+  if str(DEVICES) != _DEVICES_SETTING:
+    import pytest
+
+    raise pytest.UsageError(f"CODELM_TEST_DEVICES={_DEVICES_SETTING!r}: expected a positive whole number of devices")
   import jax
 
   import scratch
@@ -23,6 +33,17 @@ def pytest_configure(config):
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
   jax.config.update("jax_compilation_cache_max_size", 4 << 30)
+
+
+def pytest_runtest_setup(item):
+  """A test marked multidevice needs the 8 fake devices: with fewer it would fail on its mesh, or test
+  less than it says, so it stops here with the reason."""
+  if item.get_closest_marker("multidevice") and DEVICES < 8:
+    import pytest
+
+    pytest.fail(f"{item.nodeid} is marked multidevice and needs 8 devices; this process has {DEVICES} "
+                f"(CODELM_TEST_DEVICES={DEVICES}): run it without CODELM_TEST_DEVICES, or deselect it with "
+                f"-m 'not multidevice'", pytrace=False)
 
 
 def pytest_terminal_summary(terminalreporter):

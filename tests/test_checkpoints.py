@@ -55,6 +55,7 @@ def test_moved_values_change_the_weighted_sum():
   assert before[0] == after[0] and before[1] != after[1]
 
 
+@pytest.mark.multidevice
 def test_the_fingerprint_does_not_depend_on_the_sharding():
   mesh = sharding.make_mesh(2, 2, 2)
   x = jnp.arange(8 * 16 * 4, dtype=jnp.float32).reshape(8, 16, 4) * 1.5

@@ -233,6 +233,7 @@ def test_full_fine_tuning_restores_the_pretrained_parameters_and_lowers_the_held
   assert read_run_info(model_dir)[0] == config.replace(max_length=512)
 
 
+@pytest.mark.multidevice
 def test_lora_trains_adapters_only_leaves_the_base_untouched_and_merges_exactly(pretrained, tmp_path):
   config, _ = read_run_info(pretrained)
   base_before = _params(storage.join(pretrained, "checkpoints"), Decoder(config))

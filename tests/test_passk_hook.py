@@ -101,6 +101,7 @@ def _hook(setup, tmp_path, mesh=None, scorer_command=None, config=CONFIG, train_
   return hook, writer, mesh
 
 
+@pytest.mark.multidevice
 @needs_python
 def test_samples_at_its_steps_with_the_current_parameters_and_logs_the_verdicts(setup, tmp_path, capsys):
   _, model, params = setup

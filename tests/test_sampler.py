@@ -272,6 +272,7 @@ def test_gin_files_and_bindings_configure_sampling_and_flags_win(trained_run, tm
     os.chdir(cwd)
 
 
+@pytest.mark.multidevice
 def test_rows_split_over_devices_sample_as_on_one_device(setup):
   # 8 fake devices (conftest): 3 prompts x 1 sample = 3 rows, padded to 8 rows on a data mesh; greedy
   # decoding gives what one device gives, and the parameters keep training's layout.
@@ -401,6 +402,7 @@ def _texts(result):
   return [[(c.text, c.finish_reason, c.num_tokens) for c in completions] for completions in result]
 
 
+@pytest.mark.multidevice
 def test_samples_do_not_depend_on_how_they_are_scheduled(setup):
   # Every sample draws from its own key, so the same seed gives the same samples with the prompt cache
   # shared or copied per row, few or many rows (refills at different times), the attention window

@@ -41,12 +41,14 @@ def test_mesh_shape_fills_minus_one_and_rejects_bad_shapes():
     sharding.mesh_shape(3, 2, 2, num_devices=8)
 
 
+@pytest.mark.multidevice
 def test_mesh_has_auto_axes():
   mesh = sharding.make_mesh(2, 2, 2)
   assert mesh.axis_names == sharding.MESH_AXES
   assert all(t == jax.sharding.AxisType.Auto for t in mesh.axis_types)
 
 
+@pytest.mark.multidevice
 def test_sharded_step_matches_single_device_and_follows_the_rules():
   assert jax.device_count() == 8, "conftest.py must fake 8 CPU devices"
   model, optimizer = Decoder(CFG), adafactor(1e-2)
@@ -92,6 +94,7 @@ def test_sharded_step_matches_single_device_and_follows_the_rules():
     assert flat[name].sharding.is_equivalent_to(NamedSharding(mesh, spec), flat[name].ndim), name
 
 
+@pytest.mark.multidevice
 def test_sharded_train_step_with_adafactor_state_specs():
   model, optimizer = Decoder(CFG), adafactor(1e-2)
   mesh = sharding.make_mesh(2, 2, 2)
@@ -141,6 +144,7 @@ def test_adafactor_state_specs_drop_the_factored_axis_from_the_parameter_spec():
   assert state.v["final_norm"]["scale"] == P(None)
 
 
+@pytest.mark.multidevice
 def test_sampling_and_training_lay_parameters_out_alike_on_four_devices():
   # Sampling's shardings come from the model and the mesh alone; training's parameter part must be
   # the same layout, or restoring a training checkpoint for sampling would reshard (or fail).

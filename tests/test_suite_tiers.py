@@ -1,5 +1,5 @@
-"""The suite's two tiers: `make test` leaves out the tests marked e2e, `make test-e2e` runs exactly
-those, `.ci/run` runs both, and docs/demo.md names every e2e test (read from the test files' source,
+"""The suite's two tiers: `make test` leaves out the tests marked e2e (on one device, then the
+tests marked multidevice on 8), `make test-e2e` runs exactly those, `.ci/run` runs both, and docs/demo.md names every e2e test (read from the test files' source,
 so that nothing is imported or collected)."""
 
 import ast
@@ -38,26 +38,51 @@ def e2e_tests(folder: str = TESTS) -> set[str]:
   return found
 
 
-def _recipe(target: str) -> list[str]:
-  """The words of a Makefile target's commands, with $(PYTEST) expanded."""
+def _pytest_runs(target: str) -> list[tuple[dict[str, str], str, str]]:
+  """A Makefile target's pytest runs, each as (the environment set on its command line, the expression
+  pytest's own -m is given, the last argument), with $(PYTEST) expanded."""
   makefile = _read("Makefile").replace("\\\n", " ")
   variables = dict(re.findall(r"^([A-Z_]+) :?= (.*)$", makefile, re.M))
   match = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)+)", makefile, re.M)
   assert match, f"no target {target} in the Makefile"
-  text = match.group(1).replace("$(PYTEST)", variables.get("PYTEST", ""))
-  return shlex.split(text)
+  words = shlex.split(match.group(1).replace("$(PYTEST)", variables.get("PYTEST", "")))
+  runs = []
+  for at in [i for i, word in enumerate(words) if word == "pytest"]:
+    python = at - 2  # `$(BIN)/python -m pytest`
+    start = python
+    while start > 0 and re.fullmatch(r"[A-Z_]+=\S*", words[start - 1]):
+      start -= 1
+    environment = dict(word.split("=", 1) for word in words[start:python])
+    arguments = words[at + 1:]
+    end = next((i for i, word in enumerate(arguments) if word == "||" or word.endswith(";")), len(arguments))
+    arguments = arguments[:end]
+    runs.append((environment, arguments[arguments.index("-m") + 1], arguments[-1]))
+  return runs
 
 
-def _pytest_marker_expression(words: list[str]) -> str:
-  """The expression pytest's own -m is given (`python -m pytest` has an -m of its own before)."""
-  arguments = words[words.index("pytest") + 1:]
-  return arguments[arguments.index("-m") + 1]
+def test_make_test_runs_each_non_e2e_test_once_on_its_devices_and_make_test_e2e_only_the_e2e_tier():
+  test, e2e = _pytest_runs("test"), _pytest_runs("test-e2e")
+  # The unmarked tests on one device, then the multidevice ones on 8: together, every test not e2e.
+  assert [(env["CODELM_TEST_DEVICES"], marks, folder) for env, marks, folder in test] == [
+      ("1", "not e2e and not multidevice", "tests"), ("8", "not e2e and multidevice", "tests")]
+  assert [(env["CODELM_TEST_DEVICES"], marks, folder) for env, marks, folder in e2e] == [("1", "e2e", "tests")]
+  assert all(env["CODELM_REQUIRE_TPU_COMPILER"] == "1" for env, _, _ in test + e2e)
 
 
-def test_make_test_leaves_the_e2e_tier_out_and_make_test_e2e_runs_only_it():
-  test, e2e = _recipe("test"), _recipe("test-e2e")
-  assert _pytest_marker_expression(test) == "not e2e" and _pytest_marker_expression(e2e) == "e2e"
-  assert test[-1] == e2e[-1] == "tests"  # the same folder: every test is in one tier or the other
+def test_a_multidevice_test_on_fewer_devices_stops_with_the_reason_and_a_bad_count_is_a_usage_error():
+  import subprocess
+  import sys
+
+  def pytest_(devices: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_sharding.py::test_mesh_has_auto_axes"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, CODELM_TEST_DEVICES=devices, XLA_FLAGS=""))
+
+  one = pytest_("1")
+  assert one.returncode == 1 and "is marked multidevice and needs 8 devices; this process has 1" in one.stdout
+  assert "Traceback" not in one.stdout
+  bad = pytest_("eight")
+  assert bad.returncode == 4 and "CODELM_TEST_DEVICES='eight': expected a positive whole number" in bad.stderr
 
 
 def test_ci_runs_both_tiers():

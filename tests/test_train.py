@@ -170,6 +170,7 @@ def _state_on(mesh, model, optimizer):
   return abstract, shardings
 
 
+@pytest.mark.multidevice
 def test_checkpoint_from_8_devices_restores_on_4_and_training_continues(tmp_path):
   assert jax.device_count() == 8
   model, optimizer = Decoder(get_config("tiny")), adafactor(1e-2)
