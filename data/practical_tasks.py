@@ -125,11 +125,19 @@ class Problem:
 
 
 def docstring(intent: str, indent: str = "    ", width: int = 96) -> str:
-  """The intent as a docstring under a `def` line: one line if it fits, else wrapped."""
-  text = " ".join(intent.split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+  """The intent as a docstring under a `def` line: one line if it fits, else wrapped. Any text parses
+  back to the intent (its whitespace runs as single spaces): backslashes and triple quotes are
+  escaped, and so are quotes at the end, which would close the string early (an intent ending in a
+  quote, then the three closing quotes)."""
+  text = " ".join(intent.split()).replace("\\", "\\\\")
+  body = text.rstrip('"')
+  text = body.replace('"""', '\\"\\"\\"') + '\\"' * (len(text) - len(body))
   if len(indent) + len(text) + 6 <= width:
     return f'{indent}"""{text}"""\n'
-  wrapped = textwrap.fill(text, width - len(indent), initial_indent=indent, subsequent_indent=indent)
+  # No break inside a word: one inside an escape (a backslash at a line's end) would change the text.
+  # Breaks after hyphens stay: an escape holds no hyphen.
+  wrapped = textwrap.fill(text, width - len(indent), initial_indent=indent, subsequent_indent=indent,
+                          break_long_words=False)
   return f'{indent}"""\n{wrapped}\n{indent}"""\n'
 
 

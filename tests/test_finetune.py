@@ -55,6 +55,20 @@ def test_prompt_is_imports_signature_and_intent_docstring_and_prompt_plus_body_i
   assert long.prompt.count("\n") > 4 and all(len(line) <= 96 for line in long.prompt.splitlines())
 
 
+@pytest.mark.parametrize("intent", ['Print the word "hi"', 'Return two quotes ""', 'Ends in a backslash \\',
+                                    'Quotes """ then a quote "', "A very " + "long-" * 30 + 'word "x" and \\"" ' * 8,
+                                    'Backslash before a quote \\"'])
+def test_any_intent_gives_a_prompt_whose_docstring_is_the_intent(intent):
+  # CodeInsight intents end in quotes or hold backslashes: the prompt must still parse, or no completion
+  # could pass, and its docstring must be the intent (but for its whitespace: lines wrap at spaces and
+  # after hyphens).
+  for width in (96, 24):
+    prompt = "def f(str0):\n" + pt.docstring(intent, width=width)
+    namespace = {}
+    exec(prompt + "    return str0\n", namespace)
+    assert "".join(namespace["f"].__doc__.split()) == "".join(intent.split()), (width, prompt)
+
+
 def test_json_jsonl_id_keyed_and_codeinsight_field_names_load_alike(tmp_path):
   records_ = [_record(i) for i in range(3)]
   (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records_))
