@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import storage
 from data.practical_labels import LABEL_SOURCES, LABELS, PACKAGES, ast_depth, code_lines, is_package, packages, \
     with_labels
-from data.practical_tasks import SMALL_DATASET, Problem, load_problems
+from data.practical_tasks import SMALL_DATASET, Problem, load_problems, skipped_warning
 
 MEASURES = (("words", "words per problem"), ("code_lines", "code lines"), ("ast_depth", "AST depth"),
             ("tests", "unit tests"))
@@ -95,10 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="the dataset's labels, or derived ones (default: the dataset's when it has any)")
   parser.add_argument("--output_dir", required=True, help="folder for stats.md and stats.json")
   args = parser.parse_args(argv)
+  skipped: list[str] = []
   try:
-    problems, source = with_labels(load_problems(args.dataset), args.labels)
+    problems, source = with_labels(load_problems(args.dataset, skipped), args.labels)
   except (ValueError, OSError) as error:
     parser.error(f"--dataset {args.dataset}: {error}")
+  if skipped:
+    print(skipped_warning(args.dataset, skipped), file=sys.stderr)
   stats = {"dataset": storage.resolve(args.dataset), "labels": source, **dataset_stats(problems)}
   text = markdown(stats)
   storage.makedirs(args.output_dir)

@@ -32,6 +32,7 @@ import ast
 import dataclasses
 import json
 import enum
+import sys
 import textwrap
 from typing import Mapping, Sequence
 
@@ -194,8 +195,13 @@ def problem_from_record(record: Mapping, where: str) -> Problem:
     raise ValueError(f"{where} (problem {problem_id}): {e}") from None
 
 
-def load_problems(path: str) -> list[Problem]:
-  """Every problem of a JSON or JSONL file (local or URL), in file order; ids must be unique."""
+def load_problems(path: str, skipped: list[str] | None = None) -> list[Problem]:
+  """Every problem of a JSON or JSONL file (local or URL), in file order; ids must be unique.
+
+  A bad record (not JSON, a field missing or malformed, code that is not imports and one function, an id
+  seen before) raises a ValueError naming its file and line. Given `skipped`, it is left out instead and
+  that error appended there, for the caller to count and print (skipped_warning): a released dataset
+  with a few bad records still loads. A file with no good record is an error either way."""
   text = storage.read_text(path)
   stripped = text.lstrip()
   # A .jsonl file is one record per line, however many lines; otherwise a JSON array or id -> record
@@ -203,6 +209,13 @@ def load_problems(path: str) -> list[Problem]:
   whole = not path.endswith(".jsonl") and (stripped.startswith("[") or (
       stripped.startswith("{") and _is_one_json(stripped)
       and all(isinstance(v, dict) for v in json.loads(stripped).values())))
+
+  def bad(message: str) -> None:
+    if skipped is None:
+      raise ValueError(message)
+    skipped.append(message)
+
+  items = []
   if whole:
     data = json.loads(text)
     if isinstance(data, dict):  # id -> record
@@ -211,24 +224,39 @@ def load_problems(path: str) -> list[Problem]:
     else:
       items = [(f"{path}: record {i}", value) for i, value in enumerate(data)]
   else:
-    items = []
     for number, line in enumerate(text.splitlines(), 1):
       if not line.strip():
         continue
       try:
         items.append((f"{path}:{number}", json.loads(line)))
       except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{number}: not JSON ({e.msg})") from None
+        bad(f"{path}:{number}: not JSON ({e.msg})")
   problems, seen = [], {}
   for where, record in items:
-    problem = problem_from_record(record, where)
+    try:
+      problem = problem_from_record(record, where)
+    except ValueError as e:
+      bad(str(e))
+      continue
     if problem.problem_id in seen:
-      raise ValueError(f"{where}: problem_id {problem.problem_id!r} again (first at {seen[problem.problem_id]})")
+      bad(f"{where}: problem_id {problem.problem_id!r} again (first at {seen[problem.problem_id]})")
+      continue
     seen[problem.problem_id] = where
     problems.append(problem)
   if not problems:
-    raise ValueError(f"{path}: no problems")
+    raise ValueError(f"{path}: no problems" + (f" ({len(skipped)} bad record{'s' if len(skipped) > 1 else ''} "
+                                                f"skipped)" if skipped else ""))
   return problems
+
+
+def skipped_warning(path: str, skipped: Sequence[str], shown: int = 5) -> str | None:
+  """The line a loading command prints when records of `path` were skipped: how many, and the first
+  `shown` reasons; None when none was."""
+  if not skipped:
+    return None
+  more = f"; and {len(skipped) - shown} more" if len(skipped) > shown else ""
+  return (f"warning: {len(skipped)} bad record{'s' if len(skipped) > 1 else ''} of {path} skipped, the rest "
+          f"loaded: " + "; ".join(skipped[:shown]) + more)
 
 
 def _is_one_json(text: str) -> bool:
@@ -283,8 +311,10 @@ class PracticalTasks:
   def dataset(self) -> str:
     return self.path or SMALL_DATASET
 
-  def split(self) -> tuple[list[Problem], list[Problem]]:
-    return split_problems(load_problems(self.dataset), self.train_fraction, self.seed)
+  def split(self, skipped: list[str] | None = None) -> tuple[list[Problem], list[Problem]]:
+    """(train, test) of the dataset; bad records are left out and listed in `skipped` when it is given
+    (load_problems)."""
+    return split_problems(load_problems(self.dataset, skipped), self.train_fraction, self.seed)
 
 
 def encode_examples(problems: Sequence[Problem], vocabulary, sequence_length: int,
@@ -311,13 +341,15 @@ def register_task(config: PracticalTasks, vocabulary, sequence_length: int, name
   """Registers SeqIO task `name` with splits train / test (and validation = test) of `config`'s
   dataset, as token ids: `inputs` ([code] + prompt) and `targets` (body + [eod]); training reads it
   causally with the loss on the targets only (data/stream.py). Returns what was registered, per split:
-  problems, examples, ids left out as too long."""
+  problems, examples, ids left out as too long, and the dataset's bad records skipped before splitting
+  (the same list in every split)."""
   import seqio
   import tensorflow as tf
 
   from data import stream
 
-  train, test = config.split()
+  skipped: list[str] = []
+  train, test = config.split(skipped)
   encoded = {split: encode_examples(problems, vocabulary, sequence_length, config.prompt_variant)
              for split, problems in (("train", train), ("test", test))}
   encoded["validation"] = encoded["test"]
@@ -339,7 +371,8 @@ def register_task(config: PracticalTasks, vocabulary, sequence_length: int, name
   seqio.TaskRegistry.add(name, source=source, output_features=features, preprocessors=[])
   stream.PROMPT_COMPLETION_TASKS.add(name)
   return {split: {"problems": len(train if split == "train" else test), "examples": len(examples),
-                  "tokens": sum(len(i) + len(t) for i, t in examples), "too_long": too_long}
+                  "tokens": sum(len(i) + len(t) for i, t in examples), "too_long": too_long,
+                  "skipped_records": skipped}
           for split, (examples, too_long) in encoded.items()}
 
 
@@ -358,10 +391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="the prompt builder's variant; the same as the fine-tuning's PROMPT_VARIANT")
   parser.add_argument("--output", required=True, help="prompts JSONL for sample.py --prompts")
   args = parser.parse_args(argv)
+  skipped: list[str] = []
   try:
-    train, test = split_problems(load_problems(args.dataset), args.train_fraction, args.seed)
+    train, test = split_problems(load_problems(args.dataset, skipped), args.train_fraction, args.seed)
   except (ValueError, OSError) as e:
     parser.error(str(e))
+  if skipped:
+    print(skipped_warning(args.dataset, skipped), file=sys.stderr)
   chosen = train if args.split == "train" else test
   storage.write_atomic(args.output, "".join(json.dumps(r) + "\n" for r in prompt_records(chosen, args.prompt_variant)))
   counts = {c: sum(c in p.categories for p in chosen) for c in categories(chosen)}

@@ -47,7 +47,7 @@ from typing import Callable, Mapping, Sequence
 import storage
 from data.practical_labels import LABEL_SOURCES, with_labels
 from data.practical_tasks import (PROMPT_VARIANTS, SMALL_DATASET, TASK_NAME, Problem, PromptVariant, load_problems,
-                                  prompt_records, prompt_variant, split_problems)
+                                  prompt_records, prompt_variant, skipped_warning, split_problems)
 from experiments.logged_runs import duration, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -435,11 +435,14 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_script) -> int:
     if args.workers is not None and args.workers < 1:
       p.error(f"--workers must be at least 1, got {args.workers}")
     dataset = args.dataset and storage.resolve(args.dataset)
+    skipped: list[str] = []
     try:  # every split before any training: a fraction that leaves a split empty fails now, not at cell 7
-      problems, labels = with_labels(load_problems(dataset or SMALL_DATASET), args.labels)
+      problems, labels = with_labels(load_problems(dataset or SMALL_DATASET, skipped), args.labels)
       tests = {cell: split_problems(problems, cell.fraction, cell.seed)[1] for cell in cells}
     except (ValueError, OSError) as error:
       p.error(f"--dataset {dataset or SMALL_DATASET}: {error}")
+    if skipped:  # each cell's train.py prints it again, in its log
+      print(skipped_warning(dataset or SMALL_DATASET, skipped), file=sys.stderr)
     grid = Grid(output, storage.resolve(args.pretrained), dataset, args.run_gin, args.steps, tuple(bindings),
                 args.num_samples, args.temperature, args.max_decode_length, args.sample_batch_size, args.workers,
                 labels, args.truncate_prompts)

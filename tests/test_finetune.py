@@ -4,6 +4,7 @@ runs from a tiny pretrained model whose loss on the held-out problems falls; sam
 
 import json
 import os
+import re
 
 import flax.linen as nn
 import gin
@@ -99,11 +100,35 @@ def test_json_jsonl_id_keyed_and_codeinsight_field_names_load_alike(tmp_path):
     (json.dumps({k: v for k, v in _record(1).items() if k != "intent"}), r"bad\.jsonl:2: no intent field"),
     (json.dumps(_record(0)), r"bad\.jsonl:2: problem_id 'p000' again \(first at .*bad\.jsonl:1\)"),
 ])
-def test_a_bad_record_is_an_error_naming_file_and_line(tmp_path, line, message):
+def test_a_bad_record_is_an_error_naming_file_and_line_or_skipped_and_listed(tmp_path, line, message):
   path = tmp_path / "bad.jsonl"
-  path.write_text(json.dumps(_record(0)) + "\n" + line + "\n")
+  path.write_text(json.dumps(_record(0)) + "\n" + line + "\n" + json.dumps(_record(2)) + "\n")
   with pytest.raises(ValueError, match=message):
     pt.load_problems(str(path))
+  skipped = []  # a released dataset with a few bad records: they are left out and listed, the rest loaded
+  assert [p.problem_id for p in pt.load_problems(str(path), skipped)] == ["p000", "p002"]
+  assert len(skipped) == 1 and re.search(message, skipped[0])
+  assert pt.skipped_warning(str(path), skipped) == f"warning: 1 bad record of {path} skipped, the rest loaded: {skipped[0]}"
+
+
+def test_the_commands_that_load_a_dataset_skip_its_bad_records_and_say_so(tmp_path, capsys):
+  from data import practical_stats
+
+  path = tmp_path / "some_bad.jsonl"
+  lines = [json.dumps(_record(i)) for i in range(6)] + ["{torn", json.dumps(_record(9, tests=[]))]
+  path.write_text("\n".join(lines) + "\n")
+  assert pt.main(["--dataset", str(path), "--train_fraction", "0.5", "--output", str(tmp_path / "p.jsonl")]) == 0
+  captured = capsys.readouterr()
+  assert "3 test prompts (3 train / 3 test)" in captured.out
+  assert (f"warning: 2 bad records of {path} skipped, the rest loaded: {path}:7: not JSON" in captured.err
+          and f"{path}:8: tests must be" in captured.err)
+  assert practical_stats.main(["--dataset", str(path), "--output_dir", str(tmp_path / "stats")]) == 0
+  assert f"warning: 2 bad records of {path} skipped" in capsys.readouterr().err
+  many = [f"{path}:{i}: bad" for i in range(8)]
+  assert pt.skipped_warning(str(path), many).endswith(f"{path}:4: bad; and 3 more") and pt.skipped_warning("x", []) is None
+  (tmp_path / "all_bad.jsonl").write_text("{torn\n")
+  with pytest.raises(ValueError, match=r"all_bad\.jsonl: no problems \(1 bad record skipped\)"):
+    pt.load_problems(str(tmp_path / "all_bad.jsonl"), [])
 
 
 def test_splits_are_disjoint_cover_the_dataset_and_depend_only_on_fraction_seed_and_ids():
@@ -209,6 +234,22 @@ def test_the_task_rows_are_causal_with_the_loss_on_the_body_only(pretrained):
   np.testing.assert_array_equal(row["decoder_target_tokens"][:length], np.concatenate([first["inputs"], first["targets"]]))
   # Loss on the body and [eod] only, never on the prompt.
   assert list(row["decoder_loss_weights"][:length]) == [0] * len(first["inputs"]) + [1] * len(first["targets"])
+
+
+def test_fine_tuning_on_a_dataset_with_bad_records_registers_the_rest_and_warns(pretrained, tmp_path, capsys):
+  from training.config import TrainConfig
+  from training.run import _register_practical_tasks
+
+  _, vocab_path = read_run_info(pretrained)
+  path = tmp_path / "some_bad.jsonl"
+  path.write_text("".join(json.dumps(_record(i)) + "\n" for i in range(6)) + "{torn\n")
+  config = TrainConfig(model_dir=str(tmp_path / "run"), model_size=None, corpus_dir=None,
+                       mixture_or_task_name=pt.TASK_NAME, task_feature_lengths={"inputs": 256, "targets": 256},
+                       batch_size=2, train_steps=1, practical_tasks=pt.PracticalTasks(path=str(path), train_fraction=0.5))
+  _register_practical_tasks(config, get_vocabulary(vocab_path), primary=True)
+  captured = capsys.readouterr()
+  assert "train 3 of 3 problems, test 3 of 3 problems" in captured.out
+  assert f"warning: 1 bad record of {path} skipped, the rest loaded: {path}:7: not JSON" in captured.err
 
 
 def test_full_fine_tuning_restores_the_pretrained_parameters_and_lowers_the_held_out_loss(pretrained, tmp_path,

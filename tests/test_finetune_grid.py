@@ -126,6 +126,12 @@ def test_cells_commands_and_dry_run(tmp_path, capsys, no_scoring):
   printed = [line for line in capsys.readouterr().out.splitlines() if " sample.py " in f" {line} "]
   assert len(printed) == 4 and all(line.endswith(" --truncate_prompts") for line in printed), printed
 
+  # A dataset with a bad record: the grid runs on the rest and says so (each cell's train.py says it again).
+  with open(dataset, "a") as f:
+    f.write("{torn\n")
+  assert finetune_grid.main(fresh + ["--dry_run"], runner=fake_runner([])) == 0
+  assert f"warning: 1 bad record of {dataset} skipped, the rest loaded: {dataset}:" in capsys.readouterr().err
+
 
 def test_test_prompts_of_each_cell(tmp_path, no_scoring):
   assert finetune_grid.main(_argv(tmp_path, "--fractions", "0.4,0.8", "--seeds", "0,2"),

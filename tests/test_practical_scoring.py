@@ -217,6 +217,7 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
     for p in (PANDAS, NUMPY, PLAIN):
       f.write(json.dumps({"problem_id": p.problem_id, "intent": p.intent, "code": p.code,
                           "tests": list(p.tests), "categories": list(p.categories)}) + "\n")
+    f.write(json.dumps({"problem_id": "untested", "intent": "x", "code": PLAIN.code, "tests": []}) + "\n")
   flags = ["--dataset", str(dataset), "--output_dir", str(tmp_path / "o")]
   none = write_predictions(tmp_path / "none.jsonl", [{"qid": "nope", "code": ""}])
   assert practical.main(["--predictions", none, *flags]) == 2
@@ -228,6 +229,8 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
   captured = capsys.readouterr()
   assert "bad.jsonl:2: unknown qid 'nope'" in captured.err
   assert "| overall | 1 | 100.0 | 100.0 |" in captured.out and "| numpy | 1 |" in captured.out
+  # The dataset's bad record is skipped, and said under the table (it is in no denominator).
+  assert f"warning: 1 bad record of {dataset} skipped, the rest loaded: {dataset}:4: tests must be" in captured.out
   assert "pandas" not in captured.out
 
   # A fault of the scorer's own on one prediction: that one is unscored, named, and the exit is 1.

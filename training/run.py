@@ -18,7 +18,7 @@ import storage
 from data.batches import TrainBatches, validation_batches
 from languages import LANGUAGES
 from data.mixtures import MixturePlan, display_name, mixture_name, register_corpus
-from data.practical_tasks import TASK_NAME, register_task
+from data.practical_tasks import TASK_NAME, register_task, skipped_warning
 from data.vocab import get_vocabulary
 from model import sharding
 from model.config import ModelConfig, get_config
@@ -119,6 +119,8 @@ def _register_practical_tasks(config: TrainConfig, vocabulary, primary: bool) ->
     print(f"{TASK_NAME}: train examples average {train['tokens'] / max(train['examples'], 1):.0f} tokens: about "
           f"{per_row:.1f} per row of {config.sequence_length}, so a batch of {config.batch_size} rows holds about "
           f"{per_row * config.batch_size:.0f} examples", flush=True)
+    if counts["train"]["skipped_records"]:
+      print(skipped_warning(tasks.dataset, counts["train"]["skipped_records"]), file=sys.stderr, flush=True)
     for split, c in counts.items():
       if c["too_long"] and split != "validation":
         print(f"warning: {len(c['too_long'])} {split} problems do not fit in {config.sequence_length} tokens and "

@@ -46,7 +46,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from data.practical_labels import LABEL_SOURCES, is_package, with_labels
-from data.practical_tasks import SMALL_DATASET, Problem, categories, load_problems
+from data.practical_tasks import SMALL_DATASET, Problem, categories, load_problems, skipped_warning
 from evaluation import resumable
 from sandbox import execution
 from evaluation.passk import mean_pass_at_k
@@ -358,10 +358,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="categories: the dataset's, or derived from each reference solution by the paper's "
                            "rules (data/practical_labels.py); default: the dataset's when it has any, else derived")
   args = parser.parse_args(argv)
+  skipped: list[str] = []
   try:
     if args.workers < 1:
       raise ValueError(f"--workers must be at least 1, got {args.workers}")
-    labelled, labels = with_labels(load_problems(args.dataset), args.labels)
+    labelled, labels = with_labels(load_problems(args.dataset, skipped), args.labels)
     dataset = {p.problem_id: p for p in labelled}
     # The dataset may hold more than was sampled (a test split): score the predicted problems (a
     # line naming a problem the dataset lacks is reported with its file:line, the others scored).
@@ -375,6 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"error: {error}", file=sys.stderr)
     return 2
   print(table(values))
+  if skipped:  # under the table: those problems are in no denominator
+    print(skipped_warning(args.dataset, skipped))
   print(f"\nscored now: {values['scored_now']} ({values['scoring']['duplicates_reused']} by a duplicate's run)")
   for message in values["invalid_predictions"][:20]:
     print(f"invalid prediction: {message}", file=sys.stderr)
