@@ -229,6 +229,7 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
   captured = capsys.readouterr()
   assert "bad.jsonl:2: unknown qid 'nope'" in captured.err
   assert "| overall | 1 | 100.0 | 100.0 |" in captured.out and "| numpy | 1 |" in captured.out
+  assert "pass@1 over 1 problems: 1 predicted of the 3 loaded from the dataset (1 bad record skipped)\n" in captured.out
   # The dataset's bad record is skipped, and said under the table (it is in no denominator).
   assert f"warning: 1 bad record of {dataset} skipped, the rest loaded: {dataset}:4: tests must be" in captured.out
   assert "pandas" not in captured.out
@@ -250,6 +251,10 @@ def test_cli_scores_the_predicted_subset_and_names_an_unknown_qid(tmp_path, caps
     practical.PracticalBenchmark.run = original
   out = capsys.readouterr().out
   assert "poisoned.jsonl:1: python n1 sample 0 could not be scored: OverflowError" in out
+  # The problem is out of pass@1's denominator, and the line under the table says so.
+  assert ("pass@1 over 0 problems: 1 predicted of the 3 loaded from the dataset (1 bad record skipped); "
+          "1 left out, no prediction of them scored: n1\n") in out
+  assert json.loads((tmp_path / "o2" / "metrics.json").read_text())["problems_left_out"] == ["n1"]
   assert out.rstrip().endswith("1 predictions could not be scored: pass@k above leaves them out; rerun the same "
                                "command to try them again (exit status 1)")
 

@@ -150,6 +150,7 @@ def metrics(problems: Sequence[Problem], predictions: Sequence[Prediction],
   scored = [p for p in problems if records[p.problem_id]]
   completions = {qid: p.code for qid, p in first.items()}
   out = {"overall": group_metrics(scored, records, completions), "categories": {},
+         "problems_left_out": [p.problem_id for p in problems if not records[p.problem_id]],
          "sampling": resumable.sampling_counts([p for p in predictions if p.key in results])}
   for label in categories(scored):
     group = [p for p in scored if label in p.categories]
@@ -205,6 +206,19 @@ def table(values: dict) -> str:
   for kind, groups in labels_then_packages(values["categories"]):
     lines += [f"| *{kind}* |" + " |" * len(COLUMNS), *(row(label, group) for label, group in groups)]
   return "\n".join(lines)
+
+
+def denominator_line(values: dict, loaded: int, skipped: int) -> str:
+  """Under the table: how many problems pass@1 is over, against the dataset's records, and every
+  problem left out of it (no prediction of it has a verdict: metrics.json's problems_left_out)."""
+  scored, left_out = values["overall"]["problems"], values.get("problems_left_out", [])
+  predicted = scored + len(left_out)
+  line = (f"pass@1 over {scored} problems: {predicted} predicted of the {loaded} loaded from the dataset"
+          + (f" ({skipped} bad record{'s' if skipped > 1 else ''} skipped)" if skipped else ""))
+  if left_out:
+    line += (f"; {len(left_out)} left out, no prediction of them scored: {', '.join(left_out[:10])}"
+             + (" ..." if len(left_out) > 10 else ""))
+  return line
 
 
 def labels_then_packages(categories: Mapping[str, dict]) -> list[tuple[str, list[tuple[str, dict]]]]:
@@ -376,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"error: {error}", file=sys.stderr)
     return 2
   print(table(values))
+  print(denominator_line(values, len(dataset), len(skipped)))
   if skipped:  # under the table: those problems are in no denominator
     print(skipped_warning(args.dataset, skipped))
   print(f"\nscored now: {values['scored_now']} ({values['scoring']['duplicates_reused']} by a duplicate's run)")
