@@ -24,17 +24,25 @@ Records are JSON objects, in a JSON list (or an object of id -> record) or JSONL
 URL (storage.py). Field names follow this repo's small dataset (`data/practical_tasks_small.jsonl`);
 CodeInsight's released names are accepted too: problem_id|id|task_id, intent|nl|natural_language,
 code|solution, tests|test|unit_tests (a list of test blocks or one string), categories|labels.
+
+CodeInsight's repository layout is read as it is released (a clone, its `Codeinsight/` folder, or
+one folder holding `train/` and `test/`): each `<split>/<id>/` folder's nl.txt is the intent, code.txt
+the reference, unit_tests/test_N.py the tests (in N's order), and .cfg's [labels] the categories.
+Ids are `<split>/<id>` (the two splits number their problems alike), and each problem keeps its
+released split (PracticalTasks.released_split uses it instead of a seeded one).
 """
 
 from __future__ import annotations
 
 import ast
+import configparser
 import dataclasses
-import json
 import enum
+import json
+import re
 import sys
 import textwrap
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -78,6 +86,7 @@ class Problem:
   code: str  # import lines, then one top-level function
   tests: tuple[str, ...]  # each a block of statements that calls the function and asserts
   categories: tuple[str, ...]
+  released_split: str | None = None  # "train" or "test": the dataset's own split, where it has one
 
   def __post_init__(self):
     function_node(self.code)  # one top-level function, or a ValueError saying what is wrong
@@ -180,6 +189,9 @@ def problem_from_record(record: Mapping, where: str) -> Problem:
     tests = [tests]
   if isinstance(categories, str):
     categories = [categories]
+  released_split = record.get("split")
+  if released_split not in (None, "train", "test"):
+    raise ValueError(f"{where}: split must be train or test, got {released_split!r}")
   if isinstance(problem_id, bool) or not isinstance(problem_id, (str, int)):
     raise ValueError(f"{where}: problem_id must be a string or an integer, got {problem_id!r}")
   for name, value in (("intent", intent), ("code", code)):
@@ -190,7 +202,8 @@ def problem_from_record(record: Mapping, where: str) -> Problem:
   if not isinstance(categories, (list, tuple)) or not all(isinstance(c, str) for c in categories):
     raise ValueError(f"{where}: categories must be a list of strings")
   try:
-    return Problem(str(problem_id), intent.strip(), code, tuple(tests), tuple(c.lower() for c in categories))
+    return Problem(str(problem_id), intent.strip(), code, tuple(tests), tuple(c.lower() for c in categories),
+                   released_split)
   except ValueError as e:
     raise ValueError(f"{where} (problem {problem_id}): {e}") from None
 
@@ -202,35 +215,15 @@ def load_problems(path: str, skipped: list[str] | None = None) -> list[Problem]:
   seen before) raises a ValueError naming its file and line. Given `skipped`, it is left out instead and
   that error appended there, for the caller to count and print (skipped_warning): a released dataset
   with a few bad records still loads. A file with no good record is an error either way."""
-  text = storage.read_text(path)
-  stripped = text.lstrip()
-  # A .jsonl file is one record per line, however many lines; otherwise a JSON array or id -> record
-  # object, told from the text (an object whose values are not all records is one JSONL record).
-  whole = not path.endswith(".jsonl") and (stripped.startswith("[") or (
-      stripped.startswith("{") and _is_one_json(stripped)
-      and all(isinstance(v, dict) for v in json.loads(stripped).values())))
-
   def bad(message: str) -> None:
     if skipped is None:
       raise ValueError(message)
     skipped.append(message)
 
-  items = []
-  if whole:
-    data = json.loads(text)
-    if isinstance(data, dict):  # id -> record
-      items = [(f"{path}: record {key!r}", dict(value, problem_id=value.get("problem_id", key))
-                if isinstance(value, dict) else value) for key, value in data.items()]
-    else:
-      items = [(f"{path}: record {i}", value) for i, value in enumerate(data)]
+  if storage.isdir(path):
+    items = codeinsight_records(path, bad)
   else:
-    for number, line in enumerate(text.splitlines(), 1):
-      if not line.strip():
-        continue
-      try:
-        items.append((f"{path}:{number}", json.loads(line)))
-      except json.JSONDecodeError as e:
-        bad(f"{path}:{number}: not JSON ({e.msg})")
+    items = _file_records(path, bad)
   problems, seen = [], {}
   for where, record in items:
     try:
@@ -247,6 +240,74 @@ def load_problems(path: str, skipped: list[str] | None = None) -> list[Problem]:
     raise ValueError(f"{path}: no problems" + (f" ({len(skipped)} bad record{'s' if len(skipped) > 1 else ''} "
                                                 f"skipped)" if skipped else ""))
   return problems
+
+
+def _file_records(path: str, bad: Callable[[str], None]) -> list[tuple[str, object]]:
+  """(where, record) of each record of a JSON or JSONL file; a line that is not JSON goes to `bad`."""
+  text = storage.read_text(path)
+  stripped = text.lstrip()
+  # A .jsonl file is one record per line, however many lines; otherwise a JSON array or id -> record
+  # object, told from the text (an object whose values are not all records is one JSONL record).
+  whole = not path.endswith(".jsonl") and (stripped.startswith("[") or (
+      stripped.startswith("{") and _is_one_json(stripped)
+      and all(isinstance(v, dict) for v in json.loads(stripped).values())))
+  items = []
+  if whole:
+    data = json.loads(text)
+    if isinstance(data, dict):  # id -> record
+      items = [(f"{path}: record {key!r}", dict(value, problem_id=value.get("problem_id", key))
+                if isinstance(value, dict) else value) for key, value in data.items()]
+    else:
+      items = [(f"{path}: record {i}", value) for i, value in enumerate(data)]
+  else:
+    for number, line in enumerate(text.splitlines(), 1):
+      if not line.strip():
+        continue
+      try:
+        items.append((f"{path}:{number}", json.loads(line)))
+      except json.JSONDecodeError as e:
+        bad(f"{path}:{number}: not JSON ({e.msg})")
+  return items
+
+
+def codeinsight_records(root: str, bad: Callable[[str], None]) -> list[tuple[str, dict]]:
+  """(folder, record) of each problem folder of CodeInsight's released layout under `root` (the
+  module's docstring), train before test, each in its ids' numeric order. A folder missing a file, or
+  whose .cfg does not parse, goes to `bad`."""
+  base = root
+  if storage.isdir(storage.join(root, "Codeinsight")):
+    base = storage.join(root, "Codeinsight")
+  splits = [s for s in ("train", "test") if storage.isdir(storage.join(base, s))]
+  if not splits:
+    raise ValueError(f"{root}: a folder, but not CodeInsight's layout (no train/ or test/ folder, nor "
+                     f"Codeinsight/ holding them)")
+  items = []
+  for split in splits:
+    ids = [name.rstrip("/") for name in storage.listdir(storage.join(base, split))
+           if storage.isdir(storage.join(base, split, name.rstrip("/")))]
+    for id_ in sorted(ids, key=lambda i: (not i.isdigit(), int(i) if i.isdigit() else 0, i)):
+      folder = storage.join(base, split, id_)
+      try:
+        items.append((folder, _codeinsight_record(folder, split, id_)))
+      except (OSError, ValueError, SyntaxError, configparser.Error) as e:
+        bad(f"{folder}: {e}")
+  return items
+
+
+def _codeinsight_record(folder: str, split: str, id_: str) -> dict:
+  """One problem folder as a record of this module's field names."""
+  config = configparser.ConfigParser()
+  config.read_string(storage.read_text(storage.join(folder, ".cfg")))
+  labels = ast.literal_eval(config.get("labels", "labels", fallback="[]"))
+  if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+    raise ValueError(f".cfg: labels must be a list of strings, got {labels!r}")
+  tests_folder = storage.join(folder, "unit_tests")
+  names = [n for n in storage.listdir(tests_folder) if re.fullmatch(r"test_\d+\.py", n)] \
+      if storage.isdir(tests_folder) else []
+  tests = [storage.read_text(storage.join(tests_folder, n)) for n in sorted(names, key=lambda n: int(n[5:-3]))]
+  return {"problem_id": f"{split}/{id_}", "intent": storage.read_text(storage.join(folder, "nl.txt")),
+          "code": storage.read_text(storage.join(folder, "code.txt")), "tests": tests,
+          "categories": [label for label in labels if label], "split": split}
 
 
 def skipped_warning(path: str, skipped: Sequence[str], shown: int = 5) -> str | None:
@@ -281,6 +342,20 @@ def split_problems(problems: Sequence[Problem], train_fraction: float, seed: int
   return [ordered[i] for i in order[:cut]], [ordered[i] for i in order[cut:]]
 
 
+def released_split(problems: Sequence[Problem], dataset: str) -> tuple[list[Problem], list[Problem]]:
+  """(train, test) as the dataset releases them (CodeInsight's folders, or a `split` field), in file
+  order; a ValueError when a problem has no released split or a split is empty."""
+  unsplit = [p.problem_id for p in problems if p.released_split is None]
+  if unsplit:
+    raise ValueError(f"{dataset}: no released split for {len(unsplit)} problems ({', '.join(unsplit[:5])}"
+                     f"{' ...' if len(unsplit) > 5 else ''}); use a train fraction and seed instead")
+  train = [p for p in problems if p.released_split == "train"]
+  test = [p for p in problems if p.released_split == "test"]
+  if not train or not test:
+    raise ValueError(f"{dataset}: the released split leaves {'train' if not train else 'test'} empty")
+  return train, test
+
+
 def categories(problems: Sequence[Problem]) -> list[str]:
   """Every category label of the problems, most frequent first."""
   counts: dict[str, int] = {}
@@ -303,6 +378,7 @@ class PracticalTasks:
   train_fraction: float = 0.4  # CodeInsight's chosen 40/60 split
   seed: int = 0
   prompt_variant: str = PromptVariant.PLAIN.value  # PROMPT_VARIANT: the examples' prompts (PromptVariant)
+  released_split: bool = False  # RELEASED_SPLIT: the dataset's own train/test, not train_fraction and seed
 
   def __post_init__(self):
     prompt_variant(self.prompt_variant, "codelm.PracticalTasks.prompt_variant (PROMPT_VARIANT)")
@@ -314,7 +390,10 @@ class PracticalTasks:
   def split(self, skipped: list[str] | None = None) -> tuple[list[Problem], list[Problem]]:
     """(train, test) of the dataset; bad records are left out and listed in `skipped` when it is given
     (load_problems)."""
-    return split_problems(load_problems(self.dataset, skipped), self.train_fraction, self.seed)
+    problems = load_problems(self.dataset, skipped)
+    if self.released_split:
+      return released_split(problems, self.dataset)
+    return split_problems(problems, self.train_fraction, self.seed)
 
 
 def encode_examples(problems: Sequence[Problem], vocabulary, sequence_length: int,
@@ -377,9 +456,9 @@ def register_task(config: PracticalTasks, vocabulary, sequence_length: int, name
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  """python -m data.practical_tasks [--dataset D] [--train_fraction 0.4] [--seed 0] [--split test]
-  [--prompt_variant plain] --output prompts.jsonl: one split's prompts for sample.py, and the split's
-  size per category."""
+  """python -m data.practical_tasks [--dataset D] [--train_fraction 0.4] [--seed 0 | --released_split]
+  [--split test] [--prompt_variant plain] --output prompts.jsonl: one split's prompts for sample.py,
+  and the split's size per category."""
   import argparse
 
   parser = argparse.ArgumentParser(description=main.__doc__)
@@ -387,13 +466,17 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--train_fraction", type=float, default=0.4)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--split", choices=("train", "test"), default="test")
+  parser.add_argument("--released_split", action="store_true",
+                      help="the dataset's own train/test split (CodeInsight's folders), not --train_fraction/--seed")
   parser.add_argument("--prompt_variant", choices=PROMPT_VARIANTS, default=PromptVariant.PLAIN.value,
                       help="the prompt builder's variant; the same as the fine-tuning's PROMPT_VARIANT")
   parser.add_argument("--output", required=True, help="prompts JSONL for sample.py --prompts")
   args = parser.parse_args(argv)
   skipped: list[str] = []
   try:
-    train, test = split_problems(load_problems(args.dataset, skipped), args.train_fraction, args.seed)
+    problems = load_problems(args.dataset, skipped)
+    train, test = (released_split(problems, args.dataset) if args.released_split
+                   else split_problems(problems, args.train_fraction, args.seed))
   except (ValueError, OSError) as e:
     parser.error(str(e))
   if skipped:

@@ -131,6 +131,80 @@ def test_the_commands_that_load_a_dataset_skip_its_bad_records_and_say_so(tmp_pa
     pt.load_problems(str(tmp_path / "all_bad.jsonl"), [])
 
 
+def _codeinsight_folder(root, split, id_, intent, code, tests, labels, cfg=None):
+  folder = root / "Codeinsight" / split / str(id_)
+  (folder / "unit_tests").mkdir(parents=True)
+  (folder / "nl.txt").write_text(intent)
+  (folder / "code.txt").write_text(code)
+  (folder / "prompt.txt").write_text(f"{intent}\n\n{code.splitlines()[0]}\n\n")
+  (folder / ".cfg").write_text(cfg if cfg is not None else
+                               f"[library]\nlib = ['NoImport']\n\n[labels]\nlabels = {labels!r}\n\n"
+                               f"[test]\ntest_case_cnt = {len(tests)}\n")
+  for i, test in enumerate(tests):
+    (folder / "unit_tests" / f"test_{i}.py").write_text(test)
+  return folder
+
+
+def test_codeinsight_s_released_folders_load_with_their_labels_tests_and_split(tmp_path, capsys):
+  # CodeInsight's repository layout: Codeinsight/{train,test}/<id>/ with nl.txt, code.txt, .cfg and
+  # unit_tests/test_N.py; the two splits number their problems alike.
+  tests = [f"x = {i}\nassert test(x) == {i} + 1, 'Test failed'" for i in range(11)]
+  _codeinsight_folder(tmp_path, "train", 0, "Add one to var0", "def test(var0):\n    return var0 + 1\n", tests[:2],
+                      ["math", "builtin"])
+  _codeinsight_folder(tmp_path, "test", 0, "Add one to x", "def test(x):\n\treturn x + 1\n", tests, ["math"])
+  _codeinsight_folder(tmp_path, "test", 2, "Reverse s", "def test(s):\n  return s[::-1]\n",
+                      ["assert test('ab') == 'ba'"], [])
+  _codeinsight_folder(tmp_path, "test", 10, "Helper", "def helper():\n    return 1\n\ndef test(a):\n    return a\n",
+                      ["assert test(1) == 1"], [])  # a reference with a helper: refused for now, skipped
+  broken = _codeinsight_folder(tmp_path, "test", 11, "No code", "def test(a):\n    return a\n", ["assert test(1) == 1"], [])
+  (broken / "code.txt").unlink()
+  (tmp_path / "Codeinsight" / "test" / "README").write_text("not a problem")  # a file, not a folder: ignored
+  skipped = []
+  problems = pt.load_problems(str(tmp_path), skipped)
+  assert [p.problem_id for p in problems] == ["train/0", "test/0", "test/2"]
+  assert [p.released_split for p in problems] == ["train", "test", "test"]
+  assert problems[0].categories == ("math", "builtin") and problems[2].categories == ()
+  assert problems[1].tests == tuple(tests)  # test_10 after test_9
+  assert problems[1].body == "\treturn x + 1\n" and problems[0].intent == "Add one to var0"
+  assert len(skipped) == 2 and any("test/10 (problem test/10): code must be import lines and exactly one" in s
+                                   for s in skipped)
+  assert any(s.startswith(f"{tmp_path}/Codeinsight/test/11: ") and "code.txt" in s for s in skipped)
+  # The Codeinsight folder itself reads the same.
+  assert pt.load_problems(str(tmp_path / "Codeinsight"), []) == problems
+
+  # The released split, in fine-tuning and in the prompts command; a seeded split stays the default.
+  train, test = pt.PracticalTasks(path=str(tmp_path), released_split=True).split([])
+  assert [p.problem_id for p in train] == ["train/0"] and [p.problem_id for p in test] == ["test/0", "test/2"]
+  out = tmp_path / "prompts.jsonl"
+  assert pt.main(["--dataset", str(tmp_path), "--released_split", "--output", str(out)]) == 0
+  assert [json.loads(line)["qid"] for line in out.read_text().splitlines()] == ["test/0", "test/2"]
+  assert "2 test prompts (1 train / 2 test)" in capsys.readouterr().out
+  with pytest.raises(ValueError, match=r"practical_tasks_small\.jsonl: no released split for \d+ problems"):
+    pt.PracticalTasks(released_split=True).split()
+
+  # A folder that is not CodeInsight's layout; a .cfg whose labels are not a list of strings.
+  (tmp_path / "other").mkdir()
+  with pytest.raises(ValueError, match=r"other: a folder, but not CodeInsight's layout"):
+    pt.load_problems(str(tmp_path / "other"))
+  _codeinsight_folder(tmp_path / "bad_cfg", "train", 1, "x", "def test(a):\n    return a\n", ["assert test(1) == 1"],
+                      [], cfg="[labels]\nlabels = 'math'\n")
+  with pytest.raises(ValueError, match=r"train/1: \.cfg: labels must be a list of strings"):
+    pt.load_problems(str(tmp_path / "bad_cfg"))
+
+
+def test_a_split_field_gives_a_jsonl_dataset_a_released_split(tmp_path):
+  path = tmp_path / "split.jsonl"
+  path.write_text("".join(json.dumps(dict(_record(i), split="train" if i < 2 else "test")) + "\n" for i in range(3)))
+  train, test = pt.PracticalTasks(path=str(path), released_split=True).split()
+  assert [p.problem_id for p in train] == ["p000", "p001"] and [p.problem_id for p in test] == ["p002"]
+  path.write_text(json.dumps(dict(_record(0), split="dev")) + "\n")
+  with pytest.raises(ValueError, match=r"split\.jsonl:1: split must be train or test, got 'dev'"):
+    pt.load_problems(str(path))
+  path.write_text(json.dumps(dict(_record(0), split="train")) + "\n")
+  with pytest.raises(ValueError, match=r"the released split leaves test empty"):
+    pt.PracticalTasks(path=str(path), released_split=True).split()
+
+
 def test_splits_are_disjoint_cover_the_dataset_and_depend_only_on_fraction_seed_and_ids():
   problems = pt.load_problems(pt.SMALL_DATASET)
   for fraction in (0.2, 0.4, 0.6, 0.8):
