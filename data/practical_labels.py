@@ -37,7 +37,7 @@ operation, as issue 29 settled) and two `builtin`s from a builtin passed as a va
   multipletask  "Has >= 3 other labels": three or more of the nine other labels of this table
                 (the package is not a label).
   >threevars    "Function with > 3 parameters": positional-only, ordinary and keyword-only
-                parameters, and *args and **kwargs one each, of the one top-level function.
+                parameters, and *args and **kwargs one each, of the entry function.
   complextask   "Has >= 2 imports": two or more distinct top-level modules imported anywhere in the
                 code (`from collections import Counter, defaultdict` is one import, `import os,
                 sys` two).
@@ -198,7 +198,7 @@ def imported_modules(code: str) -> set[str]:
 
 
 def labels(code: str) -> tuple[str, ...]:
-  """Table 9's labels of a reference solution (imports and one top-level function), in LABELS order."""
+  """Table 9's labels of a reference solution (data.practical_tasks.function_node's shape), in LABELS order."""
   tree = ast.parse(code)
   facts = _Facts(tree)
   nodes = list(ast.walk(tree))

@@ -2,8 +2,9 @@
 written as one function, a few unit tests and category labels per problem; splits by fraction and
 seed; one SeqIO task whose splits are those splits, for fine-tuning.
 
-The prompt is the solution's import lines, its `def` line and the intent as the function's docstring,
-ending right after the docstring; the target is the function's body. A docstring (not a comment)
+The prompt is the solution's import lines (and the helper functions and constants before its entry
+function, which the reference may call), the entry function's `def` line and the intent as its
+docstring, ending right after the docstring; the target is the entry function's body. A docstring (not a comment)
 because that is how the pretraining corpus documents Python functions and how HumanEval-style
 prompts (evaluation/prompts.py) hand a model a task: fine-tuning and sampling then share one format,
 and the model writes only the body, which the unit tests call by the function's name.
@@ -83,13 +84,13 @@ _ALIASES = {"problem_id": ("problem_id", "id", "task_id"), "intent": ("intent", 
 class Problem:
   problem_id: str
   intent: str
-  code: str  # import lines, then one top-level function
+  code: str  # import lines (helper functions and constants too), then the entry function
   tests: tuple[str, ...]  # each a block of statements that calls the function and asserts
   categories: tuple[str, ...]
   released_split: str | None = None  # "train" or "test": the dataset's own split, where it has one
 
   def __post_init__(self):
-    function_node(self.code)  # one top-level function, or a ValueError saying what is wrong
+    function_node(self.code)  # an entry function, or a ValueError saying what is wrong
 
   @property
   def entry_point(self) -> str:
@@ -155,21 +156,26 @@ def is_docstring(node: ast.stmt) -> bool:
   return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
+# What may stand before the entry function: imports, the helpers it calls, and module-level constants
+# (CodeInsight has references with a helper function).
+_BEFORE_ENTRY = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+                 ast.AnnAssign)
+
+
 def function_node(code: str) -> ast.FunctionDef:
-  """The one top-level function of import lines + a function, or a ValueError saying what is wrong."""
+  """The entry function of a reference: its last top-level statement, a function; before it, only
+  imports, helper functions and classes, and assignments (constants). A ValueError says what is wrong."""
   try:
     tree = ast.parse(code)
   except SyntaxError as e:
     raise ValueError(f"code does not parse: {e.msg} (line {e.lineno})") from None
-  functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-  others = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import,
-                                                        ast.ImportFrom))]
-  if len(functions) != 1 or others:
-    raise ValueError(f"code must be import lines and exactly one top-level function; found {len(functions)} "
-                     f"function(s) and {len(others)} other statement(s)")
-  if any(n.lineno > functions[0].lineno for n in tree.body if n is not functions[0]):
-    raise ValueError("code must put its imports before the function")
-  return functions[0]
+  if not tree.body or not isinstance(tree.body[-1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+    raise ValueError("code must end with its entry function (after its imports, helpers and constants)")
+  others = [n for n in tree.body[:-1] if not isinstance(n, _BEFORE_ENTRY)]
+  if others:
+    raise ValueError(f"code may hold only imports, helper functions and classes, and assignments before its "
+                     f"entry function; line {others[0].lineno} is a {type(others[0]).__name__} statement")
+  return tree.body[-1]
 
 
 def _field(record: Mapping, name: str, where: str):

@@ -70,6 +70,26 @@ def test_any_intent_gives_a_prompt_whose_docstring_is_the_intent(intent):
     assert "".join(namespace["f"].__doc__.split()) == "".join(intent.split()), (width, prompt)
 
 
+def test_helpers_and_constants_before_the_entry_function_are_in_the_prompt_and_the_reference_runs():
+  # CodeInsight's references with a helper: the entry function is the last one, and the prompt holds
+  # what comes before it, so the reference body (which calls the helper) runs after the prompt.
+  code = ("import re\n\nSEP = ','\n\ndef _parts(str0):\n    return re.split(SEP, str0)\n\n"
+          "def f_9(str0):\n    return len(_parts(str0))\n")
+  problem = pt.problem_from_record(_record(9, code=code, intent="Count the fields of str0"), "x:1")
+  assert problem.entry_point == "f_9" and problem.body == "    return len(_parts(str0))\n"
+  assert problem.prompt.startswith("import re\n\nSEP = ','\n\ndef _parts(str0):\n    return re.split(SEP, str0)\n\n"
+                                   "def f_9(str0):\n    \"\"\"Count the fields of str0\"\"\"\n")
+  namespace = {}
+  exec(problem.prompt + problem.body, namespace)
+  assert namespace["f_9"]("a,b,c") == 3
+  for bad, message in [("def f(a):\n    return a\nprint(f(1))\n", "code must end with its entry function"),
+                       ("import os\nprint(1)\ndef f(a):\n    return a\n",
+                        "before its entry function; line 2 is a Expr statement"),
+                       ("import os\n", "code must end with its entry function")]:
+    with pytest.raises(ValueError, match=re.escape(message)):
+      pt.problem_from_record(_record(9, code=bad), "x:1")
+
+
 def test_json_jsonl_id_keyed_and_codeinsight_field_names_load_alike(tmp_path):
   records_ = [_record(i) for i in range(3)]
   (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records_))
@@ -95,8 +115,8 @@ def test_json_jsonl_id_keyed_and_codeinsight_field_names_load_alike(tmp_path):
 @pytest.mark.parametrize("line, message", [
     ("{not json", r"bad\.jsonl:2: not JSON"),
     (json.dumps(_record(1, tests=[])), r"bad\.jsonl:2: tests must be a non-empty list"),
-    (json.dumps(_record(1, code="x = 1\n")), r"bad\.jsonl:2 \(problem p001\): code must be import lines and "
-                                             r"exactly one top-level function"),
+    (json.dumps(_record(1, code="x = 1\n")), r"bad\.jsonl:2 \(problem p001\): code must end with its entry "
+                                             r"function"),
     (json.dumps({k: v for k, v in _record(1).items() if k != "intent"}), r"bad\.jsonl:2: no intent field"),
     (json.dumps(_record(0)), r"bad\.jsonl:2: problem_id 'p000' again \(first at .*bad\.jsonl:1\)"),
 ])
@@ -154,8 +174,8 @@ def test_codeinsight_s_released_folders_load_with_their_labels_tests_and_split(t
   _codeinsight_folder(tmp_path, "test", 0, "Add one to x", "def test(x):\n\treturn x + 1\n", tests, ["math"])
   _codeinsight_folder(tmp_path, "test", 2, "Reverse s", "def test(s):\n  return s[::-1]\n",
                       ["assert test('ab') == 'ba'"], [])
-  _codeinsight_folder(tmp_path, "test", 10, "Helper", "def helper():\n    return 1\n\ndef test(a):\n    return a\n",
-                      ["assert test(1) == 1"], [])  # a reference with a helper: refused for now, skipped
+  _codeinsight_folder(tmp_path, "test", 10, "Printing", "def test(a):\n    return a\nprint(test(1))\n",
+                      ["assert test(1) == 1"], [])  # a statement after the entry function: skipped
   broken = _codeinsight_folder(tmp_path, "test", 11, "No code", "def test(a):\n    return a\n", ["assert test(1) == 1"], [])
   (broken / "code.txt").unlink()
   (tmp_path / "Codeinsight" / "test" / "README").write_text("not a problem")  # a file, not a folder: ignored
@@ -166,7 +186,7 @@ def test_codeinsight_s_released_folders_load_with_their_labels_tests_and_split(t
   assert problems[0].categories == ("math", "builtin") and problems[2].categories == ()
   assert problems[1].tests == tuple(tests)  # test_10 after test_9
   assert problems[1].body == "\treturn x + 1\n" and problems[0].intent == "Add one to var0"
-  assert len(skipped) == 2 and any("test/10 (problem test/10): code must be import lines and exactly one" in s
+  assert len(skipped) == 2 and any("test/10 (problem test/10): code must end with its entry function" in s
                                    for s in skipped)
   assert any(s.startswith(f"{tmp_path}/Codeinsight/test/11: ") and "code.txt" in s for s in skipped)
   # The Codeinsight folder itself reads the same.
