@@ -100,12 +100,17 @@ class Problem:
     """(import lines, def line(s), body) of the reference code, each with its newlines."""
     node = function_node(self.code)
     lines = self.code.splitlines(keepends=True)
-    body_start = node.body[0].lineno - 1
-    if is_docstring(node.body[0]) and len(node.body) > 1:
-      body_start = node.body[1].lineno - 1  # a reference docstring would duplicate the prompt's
+    statement = node.body[1] if is_docstring(node.body[0]) and len(node.body) > 1 else node.body[0]
+    body_start = statement.lineno - 1  # a reference docstring is left out: it would duplicate the prompt's
     first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     header = "".join(lines[:first]).rstrip()
-    return header + "\n\n" if header else "", "".join(lines[first:body_start]), "".join(lines[body_start:])
+    header = header + "\n\n" if header else ""
+    line = lines[body_start].encode()
+    before = line[:statement.col_offset].decode()  # col_offset counts UTF-8 bytes
+    if before.strip():  # `def f(x): return x`: the body on the def line, moved to a line of its own
+      return (header, "".join(lines[first:body_start]) + before.rstrip() + "\n",
+              "    " + line[statement.col_offset:].decode() + "".join(lines[body_start + 1:]))
+    return header, "".join(lines[first:body_start]), "".join(lines[body_start:])
 
   @property
   def header(self) -> str:
@@ -125,14 +130,21 @@ class Problem:
   def prompt(self) -> str:
     return self.render_prompt(PromptVariant.PLAIN)
 
+  @property
+  def indent(self) -> str:
+    """The body's indentation (its first line's), which the prompt's docstring takes: a docstring
+    indented otherwise than a tab- or 2-space-indented body would not compile with it."""
+    first = self.body.lstrip("\n")
+    return first[:len(first) - len(first.lstrip(" \t"))] or "    "
+
   def render_prompt(self, variant: PromptVariant | str = PromptVariant.PLAIN) -> str:
     """The prompt of one variant (the module's docstring): what the model reads before the body."""
     variant = prompt_variant(variant)
     if variant is PromptVariant.RETURN_THE_RESULT:
-      return self.header + self.signature + docstring(f"{self.intent} {RETURN_THE_RESULT}")
+      return self.header + self.signature + docstring(f"{self.intent} {RETURN_THE_RESULT}", self.indent)
     preamble = textwrap.fill(PREPROMPT, 96, initial_indent="# ", subsequent_indent="# ") + "\n\n"
     return (preamble if variant is PromptVariant.PREPROMPT else "") + self.header + self.signature + docstring(
-        self.intent)
+        self.intent, self.indent)
 
 
 def docstring(intent: str, indent: str = "    ", width: int = 96) -> str:

@@ -90,6 +90,22 @@ def test_helpers_and_constants_before_the_entry_function_are_in_the_prompt_and_t
       pt.problem_from_record(_record(9, code=bad), "x:1")
 
 
+@pytest.mark.parametrize("code, body", [
+    ("def f_5(str0):\n\treturn str0 * 5\n", "\treturn str0 * 5\n"),  # tabs
+    ("def f_5(str0):\n  x = 5\n  return str0 * x\n", "  x = 5\n  return str0 * x\n"),  # two spaces
+    ("import re\r\n\r\ndef f_5(str0):\r\n\treturn str0 * 5\r\n", "\treturn str0 * 5\r\n"),  # CRLF
+    ("def f_5(str0):    return str0 * 5\n", "    return str0 * 5\n"),  # the body on the def line
+    ("def f_5(str0): return 'é' and str0 * 5\n", "    return 'é' and str0 * 5\n"),  # col_offset in bytes
+])
+def test_the_prompt_takes_the_reference_s_indentation_so_prompt_and_body_compile(code, body):
+  problem = pt.problem_from_record(_record(5, code=code, intent='Repeat str0 "five" times'), "x:1")
+  assert problem.body == body
+  for variant in pt.PROMPT_VARIANTS:
+    namespace = {}
+    exec(problem.render_prompt(variant) + problem.body, namespace)
+    assert namespace["f_5"]("ab") == "ab" * 5 and namespace["f_5"].__doc__.startswith("Repeat str0")
+
+
 def test_json_jsonl_id_keyed_and_codeinsight_field_names_load_alike(tmp_path):
   records_ = [_record(i) for i in range(3)]
   (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records_))
