@@ -50,6 +50,17 @@ def test_expected_values_never_reach_the_candidates_program():
                    ("call", [("result", True), ("expected", False)])]
 
 
+def test_the_rewrite_keeps_what_a_test_defines():
+  # CodeInsight: a class attribute, read as an attribute (never as a bare name), is what the test defines.
+  test = ("class DummyClass:\n    a_string = 'hello'\n    count = 2\n"
+          "result = f(DummyClass)\nexpected = 'hellohello'\nassert result == expected\n")
+  rewritten = assertions.rewrite(test, {"f"})
+  namespace = {"f": lambda c: c.a_string * c.count, assertions.CHECK: lambda index, thunks: [t and t() for t in thunks]}
+  exec(rewritten.candidate, namespace)  # the class keeps its attributes in the candidate's program
+  assert namespace["DummyClass"].a_string == "hello" and namespace["DummyClass"].count == 2
+  assert "'hellohello'" not in rewritten.candidate  # the expected value still stays out
+
+
 def test_taint_follows_assignments_calls_and_control_flow():
   test = ("x = [3, 1]\ny = sorted([3, 1])\nz = sorted(x)\nresult = f(x)\nalias = result\nextra = []\nalias.extend(extra)\n"
           "try:\n    f(None)\n    raised = False\nexcept TypeError:\n    raised = True\n"

@@ -253,11 +253,15 @@ class _Rewriter(ast.NodeTransformer):
 
 def _drop_expected_assignments(tree: ast.Module, tainted: set[str], rebound: set[str]) -> None:
   """Remove `name = <expression evaluable outside>` for untainted names no longer read: the expected
-  values whose only use was a leaf recorded in the reference's run."""
+  values whose only use was a leaf recorded in the reference's run. Never in a class body: there an
+  assignment defines an attribute (`class C: a = 'x'`, read as `C.a`), so dropping it would change
+  what the test defines."""
   while True:
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     removed = False
     for parent in ast.walk(tree):
+      if isinstance(parent, ast.ClassDef):
+        continue
       for field in ("body", "orelse", "finalbody"):
         body = getattr(parent, field, None)
         if not isinstance(body, list):
