@@ -11,6 +11,8 @@ import collections
 import concurrent.futures
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -59,6 +61,17 @@ def test_the_rewrite_keeps_what_a_test_defines():
   exec(rewritten.candidate, namespace)  # the class keeps its attributes in the candidate's program
   assert namespace["DummyClass"].a_string == "hello" and namespace["DummyClass"].count == 2
   assert "'hellohello'" not in rewritten.candidate  # the expected value still stays out
+
+
+def test_a_check_s_verdict_does_not_depend_on_what_the_process_judged_before():
+  # In a fresh process (numpy's lazy imports not yet done), the first `.all()` check must be decided.
+  code = ("import numpy as np\nfrom evaluation.practical import assertions\n"
+          "test = 'arr0 = np.array([1, 2])\\nassert (f(arr0) == np.array([1, 2])).all()\\n'\n"
+          "check = assertions.rewrite(test, {'f'}).checks[0]\n"
+          "print(assertions.decide(check, [np.array([1, 2])]), assertions.decide(check, [np.array([1, 3])]))\n")
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert out.stdout.strip() == "None AssertionError (line 2: assert (f(arr0) == np.array([1, 2])).all())", (
+      out.stdout + out.stderr)
 
 
 def test_taint_follows_assignments_calls_and_control_flow():

@@ -320,7 +320,11 @@ def _namespace() -> dict:
   import pandas
 
   modules = {"numpy": numpy, "pandas": pandas, "math": math}
-  space: dict = {"__builtins__": {}}
+  # __import__ for the libraries' own lazy imports (numpy imports a module on an array's first
+  # `.all()`): without it the first such check in a process raised KeyError, so a verdict depended on
+  # what the process had judged before. A check's expression cannot name it: a call of anything
+  # outside SAFE_NAMES is a leaf, evaluated in the sandbox.
+  space: dict = {"__builtins__": {"__import__": builtins.__import__}}
   space.update({name: getattr(builtins, name) for name in _BUILTINS})
   for alias, (module, names) in _MODULES.items():
     root = types.SimpleNamespace()
