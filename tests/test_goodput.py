@@ -151,14 +151,16 @@ def test_a_slow_input_pipeline_shows_as_input_wait_and_the_breakdown_sums_to_the
     phases = sum(v for k, v in record.items() if k.startswith("time/") and k.endswith("_s") and k != "time/window_s")
     assert abs(phases - record["time/window_s"]) < 1e-6 * max(1.0, phases)
     assert record["time/window_steps"] == 2
-  later = windows[1:]  # past compilation: the device waits for input most of the time
+  later = windows[1:]  # past compilation: the device waits for input
+  # The sleeps are a lower bound whatever else the machine runs. Which phase is largest is not: on a
+  # CI host at a load average of 8 another phase once outgrew the 0.47 s of input wait in a window.
   assert all(r["time/input_s"] > 0.7 * 2 * SLOW_INPUT_S for r in later), later
-  # The largest share of each window, whatever else the machine runs: on a loaded CI host logging and
-  # the step itself take longer, so a fixed share of the window is not what this test is about.
-  shares = [{k: v for k, v in r.items() if k.startswith("time/") and k.endswith("_s") and k != "time/window_s"}
-            for r in later]
-  assert all(max(s, key=s.get) == "time/input_s" for s in shares), shares
-  assert "  time: input" in output  # the console line, input first (largest)
+  # The console lines name the phases largest first, input among them.
+  lines = [line.split("time: ", 1)[1] for line in output.splitlines() if line.startswith("  time: ")]
+  assert lines and all("input " in line for line in lines[1:]), lines
+  for line in lines:
+    percents = [float(part.rsplit(" ", 1)[1].split("%")[0]) for part in line.split("  ") if "%" in part]
+    assert percents == sorted(percents, reverse=True), line
   breakdown = goodput.run_breakdown(metrics)
   # The whole run, from train.py's flags to its last record (written just before the writer closes),
   # is the wall time of its main up to there. What follows (closing the TensorBoard writer, releasing
