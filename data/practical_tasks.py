@@ -227,10 +227,11 @@ def problem_from_record(record: Mapping, where: str) -> Problem:
 
 
 def load_problems(path: str, skipped: list[str] | None = None) -> list[Problem]:
-  """Every problem of a JSON or JSONL file (local or URL), in file order; ids must be unique.
+  """Every problem of a JSON or JSONL file (local or URL), or of CodeInsight's folders (the module's
+  docstring), in order; ids must be unique.
 
-  A bad record (not JSON, a field missing or malformed, code that is not imports and one function, an id
-  seen before) raises a ValueError naming its file and line. Given `skipped`, it is left out instead and
+  A bad record (not JSON, a field or file missing or malformed, code that does not end with its entry
+  function, an id seen before) raises a ValueError naming its file and line. Given `skipped`, it is left out instead and
   that error appended there, for the caller to count and print (skipped_warning): a released dataset
   with a few bad records still loads. A file with no good record is an error either way."""
   def bad(message: str) -> None:
