@@ -3,10 +3,20 @@ imports nothing but the standard library), `decode` runs outside.
 
 A value is encoded only if its type is exactly one of: None, bool, int, float, complex, str, bytes,
 list, tuple, set, frozenset, dict, Counter, OrderedDict, defaultdict (of encodable values), Decimal,
-Fraction, datetime's date/time/datetime/timedelta, a numpy scalar or ndarray, a pandas Series,
-DataFrame, Index (Range, Multi, Datetime, ...), Timestamp, Timedelta, NaT or NA. Exactly: a subclass (an int whose __eq__ says yes to everything, a list with a
-custom __len__) is not plain data. Anything else is encoded as its type's name only, and decodes to an
-`Unrecorded` whose every comparison, truth test or arithmetic raises, so a check that uses it fails.
+Fraction, datetime's date/time/datetime/timedelta, a builtin type (int, str, ...: a dtype as pandas
+tells it), a numpy scalar, dtype, matrix or ndarray (structured ones too), a pandas Series, DataFrame,
+Index (Range, Multi, Datetime, ...), Interval, Timestamp, Timedelta, NaT or NA.
+Exactly: a subclass (an int whose __eq__ says yes to everything, a list with a custom __len__) is not
+plain data, with three exceptions that are read without running their class's code for the value:
+- an iterator (a generator, `map`, `itertools.product`, ...): its items, drawn here as the check's
+  own `list(it)` would draw them, decoded as an iterator over them;
+- a namedtuple (a tuple subclass that keeps tuple's comparisons): its items, decoded as a tuple;
+- an instance of a plain class (`class Item: ...`, no base but object, object's own __eq__): its class's
+  name and its attributes, decoded as a RecordedObject equal to another of the same class and equal
+  attributes. Python compares such objects by identity, which does not cross processes; a candidate
+  that returns equal copies of the test's objects therefore passes where Python's `==` says no.
+Anything else is encoded as its type's name only, and decodes to an `Unrecorded` whose every
+comparison, truth test or arithmetic raises, so a check that uses it fails.
 Encoding reads values through the types' own C-level accessors; what a hostile process writes instead
 is only ever a claim about values, compared outside with values it never held.
 """
@@ -37,16 +47,45 @@ def _numpy_scalar_types(np) -> frozenset:
   return _NUMPY_SCALARS
 
 
+def _dtype(np, dtype) -> object:
+  """A dtype as JSON: its str, or a structured dtype's descr (field names, types, shapes)."""
+  if dtype.kind != "V":
+    return dtype.str
+  if dtype.names is None:
+    raise TypeError(f"ndarray of dtype {dtype}")
+  return np.lib.format.dtype_to_descr(dtype)
+
+
 def _array(np, value, budget):
-  """An ndarray's dtype, shape and flat items (datetimes as integers of their unit)."""
+  """An ndarray's dtype, shape and flat items (datetimes as integers of their unit; a structured
+  array's records as tuples of their fields)."""
   kind = value.dtype.kind
   if kind in "Mm":
     items = [["int", int(x)] for x in value.view("int64").ravel().tolist()]
-  elif kind in "biufcUSO":
+  elif kind in "biufcUSOV":
     items = [_encode(x, budget) for x in value.ravel().tolist()]
   else:
     raise TypeError(f"ndarray of dtype {value.dtype}")
-  return ["ndarray", value.dtype.str, list(value.shape), items]
+  return ["ndarray", _dtype(np, value.dtype), list(value.shape), items]
+
+
+_BUILTIN_TYPES = (bool, int, float, complex, str, bytes, list, tuple, set, frozenset, dict, object, type(None))
+_ITERATOR_MODULES = ("builtins", "itertools", "collections", "solution")
+
+
+def _is_iterator(kind) -> bool:
+  """A generator, a builtin or itertools iterator, or an iterator class of the program's own."""
+  return kind.__module__ in _ITERATOR_MODULES and hasattr(kind, "__next__") and hasattr(kind, "__iter__")
+
+
+def _is_namedtuple(kind) -> bool:
+  return (issubclass(kind, tuple) and kind.__bases__ == (tuple,) and isinstance(getattr(kind, "_fields", None), tuple)
+          and all(getattr(kind, m) is getattr(tuple, m) for m in ("__eq__", "__ne__", "__len__", "__iter__")))
+
+
+def _is_plain_instance(value, kind) -> bool:
+  return (kind.__bases__ == (object,) and kind.__eq__ is object.__eq__ and kind.__ne__ is object.__ne__
+          and type(getattr(value, "__dict__", None)) is dict and not hasattr(kind, "__slots__"))
 
 
 def _index(pd, np, value, budget):
@@ -96,12 +135,29 @@ def _encode(value, budget):
     return [kind.__name__, value.isoformat()]
   if kind is datetime.timedelta:
     return ["timedelta", value.days, value.seconds, value.microseconds]
+  if kind is type and value in _BUILTIN_TYPES:  # `pd.Series({'A': int})`: a dtype told by its type
+    return ["builtin_type", value.__name__]
   np = sys.modules.get("numpy")
   if np is not None:
     if kind is np.ndarray:
       return _array(np, value, budget)
+    if kind is np.matrix:
+      return ["matrix", _array(np, np.asarray(value), budget)]
     if kind in _numpy_scalar_types(np):
       return ["ndarray_item", _array(np, np.asarray(value).reshape(1), budget)]
+    if isinstance(value, np.dtype) and kind.__module__ == "numpy.dtypes":
+      return ["dtype", _dtype(np, value)]
+  if _is_iterator(kind):
+    items = []
+    for item in value:  # as list(value) would draw them; an endless one runs out of budget
+      items.append(_encode(item, budget))
+    return ["iterator", items]
+  if _is_namedtuple(kind):
+    return ["tuple", [_encode(x, budget) for x in tuple.__iter__(value)]]
+  if _is_plain_instance(value, kind):
+    attributes = [[name, _encode(item, budget)] for name, item in sorted(dict.items(value.__dict__))
+                  if type(name) is str]
+    return ["object", f"{kind.__module__}.{kind.__qualname__}", attributes]
   pd = sys.modules.get("pandas")
   if pd is not None and np is not None:
     if kind is pd.Series:
@@ -122,6 +178,8 @@ def _encode(value, budget):
       return ["timestamp", value.value, str(value.tz) if value.tz else None]
     if kind is pd.Timedelta:
       return ["pd_timedelta", value.value]
+    if kind is pd.Interval:
+      return ["interval", _encode(value.left, budget), _encode(value.right, budget), value.closed]
   return ["unrecorded", f"not plain data: {kind.__module__}.{kind.__qualname__}"]
 
 
@@ -173,14 +231,15 @@ class MalformedRecord(ValueError):
 # What one decoded array may allocate: far above what MAX_CHARS of record can describe, far below
 # what a forged dtype ("<U100000000" for each of 10,000 items) would take of the scorer's memory.
 MAX_ARRAY_BYTES = 1 << 28
-_ARRAY_KINDS = "biufcUSOMm"  # the dtype kinds encode writes (_array)
+_ARRAY_KINDS = "biufcUSOMmV"  # the dtype kinds encode writes (_array)
 # tag -> number of fields after it, for the tags whose fields are fixed
 _ARITY = {"none": 0, "bool": 1, "int": 1, "str": 1, "float": 1, "complex": 2, "bytes": 1, "list": 1,
           "tuple": 1, "set": 1, "frozenset": 1, "dict": 1, "Counter": 1, "OrderedDict": 1,
           "defaultdict": 1, "Decimal": 1, "Fraction": 2, "date": 1, "datetime": 1, "time": 1,
           "timedelta": 3, "ndarray": 3, "ndarray_item": 1, "series": 4, "frame": 3, "index": 3,
           "range_index": 4, "multi_index": 2, "nat": 0, "na": 0, "timestamp": 2, "pd_timedelta": 1,
-          "unrecorded": 1}
+          "unrecorded": 1, "iterator": 1, "object": 2, "dtype": 1,
+          "builtin_type": 1, "matrix": 1, "interval": 3}
 _FIELD_TYPES = {"bool": bool, "int": int, "str": str, "float": str, "complex": str, "bytes": str,
                 "Decimal": str, "Fraction": int, "date": str, "datetime": str, "time": str,
                 "timedelta": int, "pd_timedelta": int}
@@ -208,13 +267,42 @@ def _show(data) -> str:
     return type(data).__name__
 
 
+def _decode_dtype(text):
+  import numpy as np
+
+  if type(text) is str:
+    return np.dtype(text)
+  if type(text) is list:  # a structured dtype's descr
+    return np.lib.format.descr_to_dtype([tuple(field) if type(field) is list else field for field in text])
+  raise MalformedRecord(f"a dtype of {type(text).__name__}")
+
+
+class RecordedObject:
+  """An instance of a plain class, as its class's name and attributes (see the module's docstring)."""
+  __slots__ = ("type_name", "attributes")
+
+  def __init__(self, type_name: str, attributes: tuple):
+    self.type_name, self.attributes = type_name, attributes
+
+  def __eq__(self, other):
+    if type(other) is not RecordedObject:
+      return NotImplemented
+    return self.type_name == other.type_name and self.attributes == other.attributes
+
+  def __hash__(self):
+    return hash((self.type_name, self.attributes))
+
+  def __repr__(self):
+    return f"<{self.type_name} {dict(self.attributes)!r}>"
+
+
 def _decode_array(data):
   import numpy as np
 
   if _check(data) != "ndarray":
     raise MalformedRecord(f"{data[0]} where an ndarray belongs")
   _, dtype, shape, items = data
-  dtype = np.dtype(dtype)
+  dtype = _decode_dtype(dtype)
   if dtype.kind not in _ARRAY_KINDS or type(items) is not list or \
       dtype.itemsize * len(items) > MAX_ARRAY_BYTES:
     raise MalformedRecord(f"an ndarray of {len(items) if type(items) is list else '?'} x {dtype}")
@@ -287,6 +375,23 @@ def _decode(data):
     return _decode_array(data[1])[0]
   if tag == "unrecorded":
     return Unrecorded(str(data[1])[:300])
+  if tag == "iterator":
+    return iter([_decode(x) for x in data[1]])
+  if tag == "object":
+    if type(data[1]) is not str or type(data[2]) is not list or \
+        not all(type(a) is list and len(a) == 2 and type(a[0]) is str for a in data[2]):
+      raise MalformedRecord("an object that is not [type name, [[attribute, value], ...]]")
+    return RecordedObject(data[1], tuple((name, _decode(value)) for name, value in data[2]))
+  if tag == "dtype":
+    return _decode_dtype(data[1])
+  if tag == "builtin_type":
+    found = [t for t in _BUILTIN_TYPES if t.__name__ == data[1]]
+    if not found:
+      raise MalformedRecord(f"a builtin type named {str(data[1])[:40]!r}")
+    return found[0]
+  if tag == "matrix":
+    import numpy as np
+    return np.asmatrix(_decode_array(data[1]))
   return _decode_pandas(tag, data)
 
 
@@ -310,6 +415,10 @@ def _decode_pandas(tag: str, data):
     return pd.Timestamp(data[1], tz="UTC").tz_convert(data[2]) if data[2] else pd.Timestamp(data[1])
   if tag == "pd_timedelta":
     return pd.Timedelta(data[1])
+  if tag == "interval":
+    if data[3] not in ("left", "right", "both", "neither"):
+      raise MalformedRecord(f"an interval closed on {str(data[3])[:20]!r}")
+    return pd.Interval(_decode(data[1]), _decode(data[2]), closed=data[3])
   return _decode_index(data)
 
 

@@ -122,6 +122,93 @@ def test_plain_data_only_crosses_the_wall():
   assert isinstance(recorded_values.loads("[\"list\", [[\"int\""), recorded_values.Unrecorded)
 
 
+def test_iterators_namedtuples_plain_objects_and_library_values_cross_as_values():
+  def back(value):
+    return recorded_values.loads(recorded_values.dumps(value))
+
+  def twice():
+    yield 1
+    yield 2
+
+  import itertools
+
+  # Iterators arrive as iterators over the items `list(it)` would have drawn.
+  assert list(back(twice())) == [1, 2] and list(back(map(str, [1, 2]))) == ["1", "2"]
+  assert list(back(itertools.product([1], "ab"))) == [(1, "a"), (1, "b")]
+  assert back(twice()) != [1, 2]  # a generator is no list, as in Python
+  assert isinstance(back(itertools.count()), recorded_values.Unrecorded)  # endless: too large
+  point = collections.namedtuple("Point", "x y")
+  assert back(point(1, 2)) == (1, 2) and back([point(1, 2)]) == [(1, 2)]
+
+  class Item:  # a plain class: its class's name and attributes
+    def __init__(self, age):
+      self.age = age
+
+  assert back([Item(25), Item(30)]) == back([Item(25), Item(30)])
+  assert back(Item(25)) != back(Item(26)) and back(Item(25)) != 25
+
+  class Counted:  # a class with its own __eq__ runs its code: never recorded
+    def __init__(self):
+      self.age = 1
+
+    def __eq__(self, other):
+      return True
+
+  assert isinstance(back(Counted()), recorded_values.Unrecorded)
+  structured = np.array([("a", [1, 2, 3])], dtype=[("name", "U10"), ("value", "3int16")])
+  assert back(structured).dtype == structured.dtype and (back(structured) == structured).all()
+  assert back(np.dtype("float32")) == np.float32 and back(np.asmatrix([[1, 2]])).shape == (1, 2)
+  assert type(back(np.asmatrix([[1, 2]]))) is np.matrix
+  assert back(pd.Interval(0, 1, closed="left")) == pd.Interval(0, 1, closed="left")
+  assert back(pd.Series({"A": int, "B": float})).tolist() == [int, float]
+  with pytest.raises(recorded_values.MalformedRecord):
+    recorded_values.decode(["builtin_type", "exec"])  # only the builtin types encode writes
+  with pytest.raises(recorded_values.MalformedRecord):
+    recorded_values.decode(["object", "Item", [["age"]]])
+
+
+def test_comprehensions_and_lambdas_are_decided_outside():
+  def checks(test):
+    return [(c.expression, [(s.source, s.candidate) for s in c.slots])
+            for c in assertions.rewrite(test, {"f"}).checks]
+
+  slot = assertions.SLOT
+  assert checks("r = f()\nassert all(0.0 <= x <= 1.0 for x in r)") == [
+      (f"all((0.0 <= x <= 1.0 for x in {slot}0))", [("r", True)])]
+  assert checks("assert sorted(f(), key=lambda d: sorted(d.items())) == [{'a': 1}]") == [
+      (f"sorted({slot}0, key=lambda d: sorted(d.items())) == [{{'a': 1}}]", [("f()", True)])]
+  assert checks("r = f()\nassert [p[0] for p in r if p[1] > 2] == [1]") == [
+      (f"[p[0] for p in {slot}0 if p[1] > 2] == [1]", [("r", True)])]
+  # A leaf that needs the comprehension's own variable (an attribute of it): the whole comprehension
+  # is one leaf, evaluated in the sandbox and recorded as the items it yields.
+  assert checks("r = f()\nassert all(x.age > 1 for x in r)") == [
+      (f"all({slot}0)", [("(x.age > 1 for x in r)", True)])]
+
+  def decide(test, *values):
+    check = assertions.rewrite(test, {"f"}).checks[0]
+    return assertions.decide(check, [recorded_values.loads(recorded_values.dumps(v)) for v in values])
+
+  assert decide("r = f()\nassert all(0.0 <= x <= 1.0 for x in r)", iter([0.5, 1.0])) is None
+  assert decide("r = f()\nassert all(0.0 <= x <= 1.0 for x in r)", iter([0.5, 1.5])) is not None
+  assert decide("r = f()\nassert isinstance(r, np.ndarray) and r.dtype == np.float32",
+                np.zeros(2, np.float32), np.dtype("float32")) is None
+  assert decide("assert sorted(f(), key=lambda d: sorted(d.items())) == [{'a': 1}, {'b': 2}]",
+                [{"b": 2}, {"a": 1}]) is None
+
+
+def test_a_shared_harness_taints_and_keeps_names_across_tests():
+  # The codeinsight harness runs a problem's tests in one namespace: test 1 compares the `result`
+  # that test 0 computed, so it is the candidate's value (tainted), and `expected` that only test 1
+  # reads is kept out of the candidate's tests but stays in the reference's.
+  tests = ["expected = [1, 2]\nresult = f()\nassert len(result) == 2\n", "assert result == expected\n"]
+  shared = assertions.rewrite_all(tests, {"f"}, shared=True)
+  assert [(s.source, s.candidate) for s in shared[1].checks[0].slots] == [("result", True), ("expected", False)]
+  assert "expected" not in shared[0].candidate and "result = f()" in shared[0].candidate
+  assert "expected = [1, 2]" in shared[0].reference
+  alone = assertions.rewrite_all(tests, {"f"})  # isolated: test 1's `result` is not the candidate's
+  assert [(s.source, s.candidate) for s in alone[1].checks[0].slots] == [("result", False), ("expected", False)]
+
+
 def test_checks_are_decided_with_the_tests_own_semantics():
   def decide(expression, *values):
     check = assertions.Check(0, 3, "assert ...", "assert", expression,

@@ -40,6 +40,8 @@ _BUILTINS = ("abs", "all", "any", "bool", "dict", "float", "frozenset", "int", "
              "max", "min", "round", "set", "sorted", "str", "sum", "tuple", "type")
 _NUMPY = ("array", "asarray", "array_equal", "array_equiv", "allclose", "isclose", "all", "any", "isnan",
           "isinf", "isfinite", "round", "sort", "abs", "sum", "log", "exp", "sqrt", "float64", "int64", "nan", "inf", "e", "pi",
+          "ndarray", "dtype", "float32", "float16", "int32", "int16", "int8", "uint8", "bool_", "integer",
+          "floating", "number", "generic", "str_",
           "testing.assert_array_equal", "testing.assert_allclose", "testing.assert_array_almost_equal",
           "testing.assert_almost_equal", "testing.assert_equal")
 _PANDAS = ("isna", "isnull", "DataFrame", "Series", "Index", "Timestamp", "Timedelta", "NaT", "NA",
@@ -49,7 +51,8 @@ _MODULES = {"np": ("numpy", _NUMPY), "numpy": ("numpy", _NUMPY), "pd": ("pandas"
             "pandas": ("pandas", _PANDAS), "math": ("math", _MATH)}
 SAFE_NAMES = frozenset(_BUILTINS) | frozenset(f"{alias}.{name}" for alias, (_, names) in _MODULES.items()
                                               for name in names)
-SAFE_METHODS = frozenset({"equals", "all", "any"})  # called on values decoded outside
+# Called on values decoded outside (dict views: what `sorted(d.items())` compares).
+SAFE_METHODS = frozenset({"equals", "all", "any", "items", "keys", "values"})
 # Expression statements that are checks: they raise instead of returning False.
 RAISING = frozenset(n for n in SAFE_NAMES if ".testing.assert_" in n)
 
@@ -150,19 +153,58 @@ def tainted_names(tree: ast.AST, solution_names: set[str]) -> set[str]:
       return tainted
 
 
+class _Unsplittable(Exception):
+  """A leaf would name a comprehension's or lambda's own variable: it cannot run on its own."""
+
+
 class _Splitter:
-  """Replaces an assertion's leaves by SLOT names, collecting them as Slots."""
+  """Replaces an assertion's leaves by SLOT names, collecting them as Slots. A comprehension or lambda
+  (`all(0 <= x <= 1 for x in result)`, `key=lambda d: sorted(d.items())`) is evaluated outside too
+  when none of its leaves names its own variables (its iterable is a leaf: the recorded items); else
+  it is one leaf."""
 
   def __init__(self, tainted: set[str], rebound: set[str]):
     self.tainted, self.rebound, self.slots = tainted, rebound, []
+    self.bound: set[str] = set()  # the variables of the comprehensions and lambdas being split
 
   def safe_name(self, node: ast.AST) -> bool:
     name = _dotted(node)
     return name is not None and name in SAFE_NAMES and name.split(".")[0] not in self.rebound
 
   def leaf(self, node: ast.expr) -> ast.expr:
+    if _names(node) & self.bound:
+      raise _Unsplittable
     self.slots.append(Slot(ast.unparse(node), bool(_names(node) & self.tainted)))
     return ast.Name(id=f"{SLOT}{len(self.slots) - 1}", ctx=ast.Load())
+
+  def scoped(self, node: ast.expr) -> ast.expr:
+    """A comprehension or lambda split with its variables bound, or one leaf."""
+    slots, bound = len(self.slots), set(self.bound)
+    try:
+      if isinstance(node, ast.Lambda):
+        arguments = node.args
+        if arguments.vararg or arguments.kwarg or arguments.kw_defaults or arguments.defaults:
+          raise _Unsplittable
+        self.bound |= {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+        return ast.Lambda(args=arguments, body=self.split(node.body))
+      generators = []
+      for generator in node.generators:
+        if generator.is_async or not all(isinstance(n, (ast.Name, ast.Tuple)) for n in ast.walk(generator.target)
+                                         if not isinstance(n, ast.expr_context)):
+          raise _Unsplittable
+        iterable = self.split(generator.iter)
+        self.bound |= _names(generator.target)
+        generators.append(ast.comprehension(target=generator.target, iter=iterable,
+                                            ifs=[self.split(c) for c in generator.ifs], is_async=0))
+      if isinstance(node, ast.DictComp):
+        return ast.DictComp(key=self.split(node.key), value=self.split(node.value), generators=generators)
+      return type(node)(elt=self.split(node.elt), generators=generators)
+    except _Unsplittable:
+      del self.slots[slots:]
+      self.bound = bound
+      return self.leaf(node)
+    finally:
+      self.bound = bound
 
   def split(self, node: ast.expr) -> ast.expr:
     def each(nodes):
@@ -170,6 +212,17 @@ class _Splitter:
 
     if isinstance(node, ast.Constant):
       return node
+    if isinstance(node, ast.Name) and node.id in self.bound:
+      return node
+    if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.Lambda)):
+      return self.scoped(node)
+    if isinstance(node, ast.Subscript) and _names(node.value) & self.bound:  # `d[0]` of a comprehension's d
+      index = node.slice
+      if isinstance(index, ast.Slice):
+        index = ast.Slice(*(self.split(p) if p is not None else None for p in (index.lower, index.upper, index.step)))
+      else:
+        index = self.split(index)
+      return ast.Subscript(value=self.split(node.value), slice=index, ctx=ast.Load())
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and not any(isinstance(e, ast.Starred) for e in node.elts):
       return type(node)(elts=each(node.elts), **({"ctx": ast.Load()} if not isinstance(node, ast.Set) else {}))
     if isinstance(node, ast.Dict) and None not in node.keys:
@@ -188,10 +241,11 @@ class _Splitter:
       return node
     if isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args) \
         and all(k.arg is not None for k in node.keywords):
-      keywords = [ast.keyword(arg=k.arg, value=self.split(k.value)) for k in node.keywords]
       if self.safe_name(node.func):
+        keywords = [ast.keyword(arg=k.arg, value=self.split(k.value)) for k in node.keywords]
         return ast.Call(func=node.func, args=each(node.args), keywords=keywords)
       if isinstance(node.func, ast.Attribute) and node.func.attr in SAFE_METHODS:
+        keywords = [ast.keyword(arg=k.arg, value=self.split(k.value)) for k in node.keywords]
         receiver = ast.Attribute(value=self.split(node.func.value), attr=node.func.attr, ctx=ast.Load())
         return ast.Call(func=receiver, args=each(node.args), keywords=keywords)
     return self.leaf(node)
@@ -285,18 +339,38 @@ def _drop_expected_assignments(tree: ast.Module, tainted: set[str], rebound: set
 def rewrite(source: str, solution_names: set[str]) -> RewrittenTest:
   """The two variants of one test block and its checks. A SyntaxError propagates (the dataset is
   wrong, not the candidate)."""
-  tree = ast.parse(source)
-  if CHECK in _names(tree):
+  return rewrite_all([source], solution_names)[0]
+
+
+def rewrite_all(sources: list[str], solution_names: set[str], shared: bool = False) -> tuple[RewrittenTest, ...]:
+  """Each test block's two variants. `shared`: the blocks run one after another in one namespace (the
+  codeinsight harness), so a name one block binds from the candidate's results is tainted in the
+  blocks after it, and an expected value is dropped only where no block reads it."""
+  trees = [ast.parse(source) for source in sources]
+  if any(CHECK in _names(tree) for tree in trees):
     raise ValueError(f"a test may not use the name {CHECK}")
-  tainted = tainted_names(tree, solution_names)
-  rebound = _bound(tree) - _imported(tree)
-  checks = _checks(tree, source, tainted, rebound)
-  reference = _Rewriter(checks, for_candidate=False).visit(copy.deepcopy(tree))
-  candidate = _Rewriter(checks, for_candidate=True).visit(tree)
-  _drop_expected_assignments(candidate, tainted, rebound)
-  return RewrittenTest(candidate=ast.unparse(ast.fix_missing_locations(candidate)),
-                       reference=ast.unparse(ast.fix_missing_locations(reference)),
-                       checks=tuple(sorted(checks.values(), key=lambda c: c.index)))
+  scopes = [ast.Module(body=[s for tree in trees for s in tree.body], type_ignores=[])] * len(trees) \
+      if shared else trees
+  out, candidates = [], []
+  for source, tree, scope in zip(sources, trees, scopes):
+    tainted = tainted_names(scope, solution_names)
+    rebound = _bound(scope) - _imported(scope)
+    checks = _checks(tree, source, tainted, rebound)
+    reference = _Rewriter(checks, for_candidate=False).visit(copy.deepcopy(tree))
+    candidates.append(_Rewriter(checks, for_candidate=True).visit(tree))
+    out.append((reference, checks, tainted, rebound))
+  if shared:  # one drop over all blocks, each a body of its own (an `if True:` holding it)
+    holders = [ast.If(test=ast.Constant(True), body=c.body, orelse=[]) for c in candidates]
+    _drop_expected_assignments(ast.Module(body=holders, type_ignores=[]), out[0][2], out[0][3])
+    for candidate, holder in zip(candidates, holders):
+      candidate.body = holder.body
+  else:
+    for candidate, (_, _, tainted, rebound) in zip(candidates, out):
+      _drop_expected_assignments(candidate, tainted, rebound)
+  return tuple(RewrittenTest(candidate=ast.unparse(ast.fix_missing_locations(candidate)),
+                             reference=ast.unparse(ast.fix_missing_locations(reference)),
+                             checks=tuple(sorted(checks.values(), key=lambda c: c.index)))
+               for candidate, (reference, checks, _, _) in zip(candidates, out))
 
 
 def solution_names(code: str) -> set[str]:

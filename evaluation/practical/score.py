@@ -60,7 +60,7 @@ import storage
 
 # ---- scoring a predictions file: evaluation/resumable.py's loop ---------------------------------
 
-JUDGE = "assertions decided outside the sandbox, v1"  # part of a result's identity (Benchmark.settings)
+JUDGE = "assertions decided outside the sandbox, v2"  # part of a result's identity (Benchmark.settings)
 
 def read_predictions(path: str, problems: Mapping[str, Problem]) -> tuple[list[Prediction], list[str]]:
   """The valid predictions of a sample.py output and one message per line that is not one (file:line:
