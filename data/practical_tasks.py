@@ -31,6 +31,15 @@ one folder holding `train/` and `test/`): each `<split>/<id>/` folder's nl.txt i
 the reference, unit_tests/test_N.py the tests (in N's order), and .cfg's [labels] the categories.
 Ids are `<split>/<id>` (the two splits number their problems alike), and each problem keeps its
 released split (PracticalTasks.released_split uses it instead of a seeded one).
+
+A problem's tests run under one of two harnesses (Problem.harness; a record's `harness` field):
+  isolated     each test on a fresh copy of the solution's namespace, with only what the code and the
+               test import (the default);
+  codeinsight  as the authors' codeinsight.py runs them, which CodeInsight's tests were written for:
+               numpy as np and numpy, pandas as pd and pandas, and math, string, datetime, json,
+               itertools, random, functools, collections, sklearn, bs4 and re already imported, and
+               one namespace shared by a problem's tests in their order, the solution run again before
+               each (a test may use what an earlier one defined). CodeInsight's folders get it.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import storage
 SMALL_DATASET = storage.join(storage.dirname(storage.resolve(__file__)), "practical_tasks_small.jsonl")
 TASK_NAME = "practical_tasks"  # MIXTURE_OR_TASK_NAME of gin_configs/runs/finetune.gin
 SPLITS = ("train", "validation", "test")  # validation = test: CodeInsight has no third split (loss only)
+HARNESSES = ("isolated", "codeinsight")  # the module's docstring
 
 
 class PromptVariant(str, enum.Enum):
@@ -88,9 +98,12 @@ class Problem:
   tests: tuple[str, ...]  # each a block of statements that calls the function and asserts
   categories: tuple[str, ...]
   released_split: str | None = None  # "train" or "test": the dataset's own split, where it has one
+  harness: str = "isolated"  # how its tests run: one of HARNESSES (the module's docstring)
 
   def __post_init__(self):
     function_node(self.code)  # an entry function, or a ValueError saying what is wrong
+    if self.harness not in HARNESSES:
+      raise ValueError(f"harness must be one of {', '.join(HARNESSES)}, got {self.harness!r}")
 
   @property
   def entry_point(self) -> str:
@@ -210,6 +223,9 @@ def problem_from_record(record: Mapping, where: str) -> Problem:
   released_split = record.get("split")
   if released_split not in (None, "train", "test"):
     raise ValueError(f"{where}: split must be train or test, got {released_split!r}")
+  harness = record.get("harness", "isolated")
+  if harness not in HARNESSES:
+    raise ValueError(f"{where}: harness must be one of {', '.join(HARNESSES)}, got {harness!r}")
   if isinstance(problem_id, bool) or not isinstance(problem_id, (str, int)):
     raise ValueError(f"{where}: problem_id must be a string or an integer, got {problem_id!r}")
   for name, value in (("intent", intent), ("code", code)):
@@ -221,7 +237,7 @@ def problem_from_record(record: Mapping, where: str) -> Problem:
     raise ValueError(f"{where}: categories must be a list of strings")
   try:
     return Problem(str(problem_id), intent.strip(), code, tuple(tests), tuple(c.lower() for c in categories),
-                   released_split)
+                   released_split, harness)
   except ValueError as e:
     raise ValueError(f"{where} (problem {problem_id}): {e}") from None
 
@@ -326,7 +342,7 @@ def _codeinsight_record(folder: str, split: str, id_: str) -> dict:
   tests = [storage.read_text(storage.join(tests_folder, n)) for n in sorted(names, key=lambda n: int(n[5:-3]))]
   return {"problem_id": f"{split}/{id_}", "intent": storage.read_text(storage.join(folder, "nl.txt")),
           "code": storage.read_text(storage.join(folder, "code.txt")), "tests": tests,
-          "categories": [label for label in labels if label], "split": split}
+          "categories": [label for label in labels if label], "split": split, "harness": "codeinsight"}
 
 
 def skipped_warning(path: str, skipped: Sequence[str], shown: int = 5) -> str | None:

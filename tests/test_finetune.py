@@ -199,6 +199,7 @@ def test_codeinsight_s_released_folders_load_with_their_labels_tests_and_split(t
   problems = pt.load_problems(str(tmp_path), skipped)
   assert [p.problem_id for p in problems] == ["train/0", "test/0", "test/2"]
   assert [p.released_split for p in problems] == ["train", "test", "test"]
+  assert {p.harness for p in problems} == {"codeinsight"}  # their tests run as the authors' harness runs them
   assert problems[0].categories == ("math", "builtin") and problems[2].categories == ()
   assert problems[1].tests == tuple(tests)  # test_10 after test_9
   assert problems[1].body == "\treturn x + 1\n" and problems[0].intent == "Add one to var0"
@@ -239,6 +240,15 @@ def test_a_split_field_gives_a_jsonl_dataset_a_released_split(tmp_path):
   path.write_text(json.dumps(dict(_record(0), split="train")) + "\n")
   with pytest.raises(ValueError, match=r"the released split leaves test empty"):
     pt.PracticalTasks(path=str(path), released_split=True).split()
+
+
+def test_a_harness_field_chooses_how_a_problem_s_tests_run(tmp_path):
+  path = tmp_path / "harness.jsonl"
+  path.write_text(json.dumps(dict(_record(0), harness="codeinsight")) + "\n" + json.dumps(_record(1)) + "\n")
+  assert [p.harness for p in pt.load_problems(str(path))] == ["codeinsight", "isolated"]
+  path.write_text(json.dumps(dict(_record(0), harness="pytest")) + "\n")
+  with pytest.raises(ValueError, match=r"harness\.jsonl:1: harness must be one of isolated, codeinsight, got 'pytest'"):
+    pt.load_problems(str(path))
 
 
 def test_splits_are_disjoint_cover_the_dataset_and_depend_only_on_fraction_seed_and_ids():

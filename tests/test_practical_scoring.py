@@ -67,11 +67,20 @@ def test_completion_code_cuts_where_the_function_ends():
   assert practical.generated_function(NUMPY, NUMPY.body + "print(1)\n") == NUMPY.code
 
 
-def test_site_entries_are_just_numpy_pandas_and_their_requirements():
+def test_site_entries_are_the_tasks_libraries_and_their_requirements():
   names = {os.path.basename(p) for p in practical.site_entries()}
   assert {"numpy", "pandas", "dateutil", "pytz", "tzdata", "six.py"} <= names
+  # CodeInsight's other libraries (dependencies of this project), with their own requirements.
+  assert {"scipy", "sklearn", "joblib", "threadpoolctl.py", "bs4", "soupsieve"} <= names
   assert not names & {"jax", "pyarrow", "site-packages"}, names
   assert all(p.startswith(practical.site_packages() + os.sep) for p in practical.site_entries())
+
+
+def test_an_optional_library_that_is_not_installed_is_left_out(monkeypatch):
+  from evaluation.practical import program
+
+  monkeypatch.setattr(program, "OPTIONAL_PACKAGES", ("scipy", "no-such-distribution"))
+  assert program.installed_packages() == ("numpy", "pandas", "scipy")
 
 
 @needs_sandbox
@@ -88,6 +97,42 @@ def test_correct_pandas_and_numpy_solutions_pass_and_a_wrong_one_fails():
   assert not result["passed"] and result["tests_passed"] == 2 and result["tests"] == 3
   assert result["outcomes"][:2] == ["pass", "pass"] and result["error"].startswith("AssertionError")
   assert "row_sums([[-1, 1]])" in result["error"]  # the failing line is named
+
+
+@needs_sandbox
+def test_the_codeinsight_harness_preloads_and_shares_one_namespace_as_the_authors_harness_does():
+  from evaluation.practical import program
+
+  # np without an import, and test 1 reading the `result` test 0 computed (CodeInsight's tests do both).
+  doubled = Problem(problem_id="ci/1", intent="Double arr0.", code="def test(arr0):\n    return arr0 * 2\n",
+                    tests=("arr0 = np.array([1, 2])\nresult = test(arr0)\nassert (result == np.array([2, 4])).all()\n",
+                           "assert result.sum() == 6\n"), categories=(), harness="codeinsight")
+  assert program.preloaded(doubled) == {"np": "numpy"}  # only the names the problem reads
+  assert practical.run_problem(doubled, doubled.body, LIMITS)["outcomes"] == ["pass", "pass"]
+  # The candidate's own `result` is what test 1 judges: tripled fails both tests.
+  assert practical.run_problem(doubled, "    return arr0 * 3\n", LIMITS)["tests_passed"] == 0
+  isolated = Problem(**{**doubled.__dict__, "problem_id": "ci/1-isolated", "harness": "isolated"})
+  with pytest.raises(practical.ReferenceFailure, match="NameError: name 'np' is not defined"):
+    practical.reference_records(isolated, LIMITS)
+  # The solution runs again before each test, as codeinsight.py runs code + test per file: module
+  # state starts afresh.
+  counted = Problem(problem_id="ci/2", intent="Count the calls.",
+                    code="SEEN = []\n\ndef test(x):\n    SEEN.append(x)\n    return len(SEEN)\n",
+                    tests=("assert test(5) == 1\n", "assert test(6) == 1\n"), categories=(), harness="codeinsight")
+  assert practical.run_problem(counted, counted.body, LIMITS)["passed"]
+
+
+@needs_sandbox
+def test_scipy_sklearn_and_bs4_import_in_the_sandbox():
+  code = ("from bs4 import BeautifulSoup\nfrom scipy.special import factorial\n"
+          "from sklearn.preprocessing import MinMaxScaler\n\n"
+          "def test(html, values):\n"
+          "    scaled = MinMaxScaler().fit_transform([[v] for v in values]).ravel().tolist()\n"
+          "    return BeautifulSoup(html, 'html.parser').get_text(), int(factorial(3)), scaled\n")
+  problem = Problem(problem_id="libs", intent="Use the libraries.", code=code,
+                    tests=("assert test('<b>x</b>', [0, 5, 10]) == ('x', 6, [0.0, 0.5, 1.0])\n",), categories=())
+  result = practical.run_problem(problem, problem.body, execution.Limits(timeout_s=60))
+  assert result["passed"], result
 
 
 @needs_sandbox

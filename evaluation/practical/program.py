@@ -27,6 +27,21 @@ from sandbox.renderers.python import RENDERER as PYTHON
 
 # Wheels of the packages the tasks import; their install requirements (not extras) come along.
 PACKAGES = ("numpy", "pandas")
+# The other libraries CodeInsight's references import, visible where installed (scikit-learn and
+# beautifulsoup4 are dependencies of this project; torch comes with its `hf` extra): a problem that
+# imports one that is not installed fails on the import and is counted out of pass@1 by name.
+OPTIONAL_PACKAGES = ("scipy", "scikit-learn", "beautifulsoup4", "packaging", "torch")
+
+
+def installed_packages() -> tuple[str, ...]:
+  """PACKAGES, then the OPTIONAL_PACKAGES installed here."""
+  def installed(name):
+    try:
+      importlib.metadata.distribution(name)
+      return True
+    except importlib.metadata.PackageNotFoundError:
+      return False
+  return PACKAGES + tuple(p for p in OPTIONAL_PACKAGES if installed(p))
 # numpy's OpenBLAS starts a thread per core at import, each with its buffers: on a many-core scorer
 # that would exceed RLIMIT_NPROC (64) and RLIMIT_AS; one thread keeps `import numpy, pandas` at a
 # 157 MB address-space peak (measured in the sandbox), well inside the default 2 GB cap.
@@ -59,9 +74,9 @@ def _requirements(name: str) -> set[str]:
 @functools.cache
 def site_entries() -> tuple[str, ...]:
   """Absolute paths of the site-packages entries (packages, `.libs` folders of bundled shared
-  libraries, single-file modules, dist-info) of PACKAGES and their requirements."""
+  libraries, single-file modules, dist-info) of installed_packages() and their requirements."""
   entries = set()
-  for name in sorted(set().union(*(_requirements(p) for p in PACKAGES))):
+  for name in sorted(set().union(*(_requirements(p) for p in installed_packages()))):
     distribution = importlib.metadata.distribution(name)
     for file in distribution.files or ():
       top = file.parts[0]
@@ -74,7 +89,7 @@ def site_packages() -> str:
   """The site-packages folder holding numpy (the program puts it on sys.path: it runs -I -S)."""
   folders = {os.path.dirname(e) for e in site_entries()}
   if len(folders) != 1:
-    raise RuntimeError(f"{', '.join(PACKAGES)} and their requirements are spread over {sorted(folders)}")
+    raise RuntimeError(f"{', '.join(installed_packages())} and their requirements are spread over {sorted(folders)}")
   return folders.pop()
 
 
@@ -83,7 +98,7 @@ def toolchain() -> base.Toolchain:
   """sandbox/renderers/python.py's base interpreter, plus read-only site_entries(); the rest of
   the virtualenv (jax, this project) stays invisible."""
   interpreter = PYTHON.toolchain.binaries[0]
-  versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in PACKAGES)
+  versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in installed_packages())
   entries = site_entries()
   return dataclasses.replace(
       PYTHON.toolchain, read_only=(*PYTHON.toolchain.read_only, *entries),
@@ -168,7 +183,8 @@ def reference_function(problem: Problem) -> str:
 
 
 # Runs inside the sandbox after recorded_values.py's source (its `encode`); program() puts SITE
-# (site-packages) and TESTS (the rewritten test blocks) between them.
+# (site-packages), TESTS (the rewritten test blocks), PRELOAD (name -> module imported before the
+# solution runs) and SHARED (the tests share one namespace) between them.
 _HARNESS = '''
 import os, sys
 sys.path.insert(0, SITE)
@@ -215,6 +231,11 @@ def _codelm_main():
         record("-", "compile", "%s: %s (line %s)" % (type(e).__name__, getattr(e, "msg", e), getattr(e, "lineno", None)))
         return
     module = {"__name__": "solution", "__builtins__": __builtins__}
+    for name, imported in PRELOAD.items():
+        try:
+            module[name] = __import__(imported)
+        except ImportError:  # as if never imported: a test that reads the name fails on it
+            pass
     try:
         run(code, module)
     except BaseException as e:  # an import the sandbox lacks, a NameError at module level
@@ -223,7 +244,16 @@ def _codelm_main():
     for index, test in enumerate(TESTS):
         current[0] = index
         filename = "test_%d" % index
-        namespace = dict(module)  # each test on a fresh copy
+        if SHARED:  # one namespace, the solution run again before each test (as codeinsight.py does)
+            namespace = module
+            if index:
+                try:
+                    run(code, namespace)
+                except BaseException as e:
+                    record(index, "error", describe(e, "solution.py", source))
+                    continue
+        else:
+            namespace = dict(module)  # each test on a fresh copy
         namespace["_codelm_check"] = check
         try:
             run(compile(test, filename, "exec"), namespace)
@@ -253,7 +283,30 @@ def _normalise(text: str) -> str:
 @functools.cache
 def rewritten_tests(problem: Problem) -> tuple[assertions.RewrittenTest, ...]:
   names = assertions.solution_names(problem.code)
-  return tuple(assertions.rewrite(_normalise(test), names) for test in problem.tests)
+  return assertions.rewrite_all([_normalise(test) for test in problem.tests], names,
+                                shared=problem.harness == "codeinsight")
+
+
+# The codeinsight harness's imports (the authors' codeinsight.py, CodeInsightProblem.test): name ->
+# module, each bound before the solution runs.
+CODEINSIGHT_IMPORTS = {"np": "numpy", "pd": "pandas", "numpy": "numpy", "math": "math", "pandas": "pandas",
+                       "string": "string", "datetime": "datetime", "json": "json", "itertools": "itertools",
+                       "random": "random", "functools": "functools", "collections": "collections",
+                       "sklearn": "sklearn", "bs4": "bs4", "re": "re"}
+
+
+def preloaded(problem: Problem) -> dict[str, str]:
+  """What the problem's harness imports before its solution runs, limited to the names its code or
+  tests read (an import nobody reads changes nothing but the run's time: sklearn's is a second)."""
+  if problem.harness != "codeinsight":
+    return {}
+  read = set()
+  for text in (problem.code, *problem.tests):
+    try:
+      read |= {n.id for n in ast.walk(ast.parse(_normalise(text))) if isinstance(n, ast.Name)}
+    except SyntaxError:
+      return dict(CODEINSIGHT_IMPORTS)
+  return {name: module for name, module in CODEINSIGHT_IMPORTS.items() if name in read}
 
 
 @functools.cache
@@ -267,7 +320,8 @@ def program(problem: Problem, code: str, reference: bool = False) -> base.Progra
   running each of the problem's rewritten tests on it; records `<nonce> <test> check [index, values]`
   per assertion, `<nonce> <test> done|error <why>` per test, or `<nonce> - compile|module <why>`."""
   tests = [t.reference if reference else t.candidate for t in rewritten_tests(problem)]
-  main = (_values_source() + f"\n\nSITE = {site_packages()!r}\nTESTS = {tests!r}\n" + _HARNESS)
+  main = (_values_source() + f"\n\nSITE = {site_packages()!r}\nTESTS = {tests!r}\n"
+          f"PRELOAD = {preloaded(problem)!r}\nSHARED = {problem.harness == 'codeinsight'!r}\n" + _HARNESS)
   return base.Program(files={"main.py": main, "solution.py": _normalise(code), "nonce": secrets.token_hex(16)},
                       run=(PYTHON.toolchain.binaries[0], "-I", "-S", "-B", "main.py"), env=THREADS_ENV)
 
