@@ -10,6 +10,9 @@ longest root-to-leaf path of its AST; tests the unit-test blocks. The std is the
 (ddof=0): the rows describe the whole dataset, not a sample of it (the paper does not say which).
 The packages are derived from the imports whatever --labels says (pandas, numpy, regex, noimport,
 other); the label table shows each label and its complement (Table 11's Builtin / NoBuiltin rows).
+A dataset with labels of its own (CodeInsight's .cfg) also gets them beside the derived ones, whatever
+--labels says: per label, the problems the dataset gives it, those the rules derive it for, both, and
+the share of problems on which the two agree.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import sys
 from collections.abc import Sequence
 
 import storage
-from data.practical_labels import LABEL_SOURCES, LABELS, PACKAGES, ast_depth, code_lines, is_package, packages, \
-    with_labels
+from data.practical_labels import LABEL_SOURCES, LABELS, PACKAGES, ast_depth, code_lines, derived_categories, \
+    is_package, packages, with_labels
 from data.practical_tasks import SMALL_DATASET, Problem, load_problems, skipped_warning
 
 MEASURES = (("words", "words per problem"), ("code_lines", "code lines"), ("ast_depth", "AST depth"),
@@ -71,6 +74,21 @@ def dataset_stats(problems: Sequence[Problem]) -> dict:
   return {"by_package": by_package, "by_label": by_label}
 
 
+def labels_side_by_side(problems: Sequence[Problem]) -> dict[str, dict]:
+  """label -> {"dataset", "derived", "both": problem counts, "agreement": the share of problems on which
+  the dataset's labels and the derived ones agree about it}, packages left out; labels in the paper's
+  order, then by the dataset's count."""
+  derived = {p.problem_id: set(derived_categories(p.code)) for p in problems}
+  names = {c for p in problems for c in (*p.categories, *derived[p.problem_id]) if not is_package(c)}
+  out = {}
+  for name in names:
+    given = {p.problem_id for p in problems if name in p.categories}
+    made = {p.problem_id for p in problems if name in derived[p.problem_id]}
+    out[name] = {"dataset": len(given), "derived": len(made), "both": len(given & made),
+                 "agreement": round(1 - len(given ^ made) / len(problems), 4)}
+  return {n: out[n] for n in _order(names, LABELS, {n: out[n]["dataset"] for n in names})}
+
+
 def _cell(stat: dict | None) -> str:
   return "–" if stat is None else f"{stat['mean']:.1f} ± {stat['std']:.1f}"
 
@@ -85,6 +103,12 @@ def markdown(stats: dict) -> str:
     out += [f"| {name} | {g['items']} | " + " | ".join(_cell(g[m]) for m, _ in MEASURES) + " |"
             for name, g in stats[key].items()]
     out.append("")
+  if stats.get("labels_side_by_side"):
+    out += ["The dataset's labels beside the derived ones (data/practical_labels.py): problems per label", "",
+            "| label | dataset | derived | both | agreement |", "|---|---|---|---|---|"]
+    out += [f"| {name} | {c['dataset']} | {c['derived']} | {c['both']} | {100 * c['agreement']:.1f}% |"
+            for name, c in stats["labels_side_by_side"].items()]
+    out.append("")
   return "\n".join(out)
 
 
@@ -97,12 +121,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   args = parser.parse_args(argv)
   skipped: list[str] = []
   try:
-    problems, source = with_labels(load_problems(args.dataset, skipped), args.labels)
+    loaded = load_problems(args.dataset, skipped)
+    problems, source = with_labels(loaded, args.labels)
   except (ValueError, OSError) as error:
     parser.error(f"--dataset {args.dataset}: {error}")
   if skipped:
     print(skipped_warning(args.dataset, skipped), file=sys.stderr)
   stats = {"dataset": storage.resolve(args.dataset), "labels": source, **dataset_stats(problems)}
+  if any(p.categories for p in loaded):
+    stats["labels_side_by_side"] = labels_side_by_side(loaded)
   text = markdown(stats)
   storage.makedirs(args.output_dir)
   storage.write_json(storage.join(args.output_dir, "stats.json"), stats)

@@ -75,3 +75,25 @@ def test_the_command_writes_markdown_and_json(tmp_path, capsys):
   with pytest.raises(SystemExit):
     ps.main(["--dataset", str(dataset), "--output_dir", str(out), "--labels", "dataset"])
   assert "--labels dataset: no problem of the dataset has a category label" in capsys.readouterr().err
+
+
+def test_a_dataset_s_own_labels_sit_beside_the_derived_ones(tmp_path, capsys):
+  # P1 derives builtin; P2 assign and str. The dataset says builtin for P1 and P2, and str for none.
+  labelled = [Problem("p1", P1.intent, P1.code, P1.tests, ("builtin",)),
+              Problem("p2", P2.intent, P2.code, P2.tests, ("builtin", "math")), P3]
+  side = ps.labels_side_by_side(labelled)
+  assert side["builtin"] == {"dataset": 2, "derived": 1, "both": 1, "agreement": pytest.approx(2 / 3, abs=1e-4)}
+  assert side["str"] == {"dataset": 0, "derived": 1, "both": 0, "agreement": pytest.approx(2 / 3, abs=1e-4)}
+  assert side["math"] == {"dataset": 1, "derived": 0, "both": 0, "agreement": pytest.approx(2 / 3, abs=1e-4)}
+  assert side["assign"]["derived"] == 1 and "regex" not in side and "pandas" not in side  # packages stay apart
+  dataset = tmp_path / "labelled.jsonl"
+  dataset.write_text("".join(json.dumps({"problem_id": p.problem_id, "intent": p.intent, "code": p.code,
+                                         "tests": list(p.tests), "categories": list(p.categories)}) + "\n"
+                             for p in labelled))
+  # Whichever labels the tables use, the side-by-side table is written.
+  for labels in ("dataset", "derived"):
+    assert ps.main(["--dataset", str(dataset), "--output_dir", str(tmp_path / labels), "--labels", labels]) == 0
+    values = json.loads((tmp_path / labels / "stats.json").read_text())
+    assert values["labels_side_by_side"]["builtin"]["dataset"] == 2
+    assert "| builtin | 2 | 1 | 1 | 66.7% |" in (tmp_path / labels / "stats.md").read_text()
+  capsys.readouterr()
