@@ -161,6 +161,21 @@ def test_iterators_namedtuples_plain_objects_and_library_values_cross_as_values(
   assert type(back(np.asmatrix([[1, 2]]))) is np.matrix
   assert back(pd.Interval(0, 1, closed="left")) == pd.Interval(0, 1, closed="left")
   assert back(pd.Series({"A": int, "B": float})).tolist() == [int, float]
+  # Document nodes: an ElementTree Element by its tag, text and children; bs4's Tag by its markup.
+  from xml.etree.ElementTree import Element
+  from bs4 import BeautifulSoup
+
+  root, child = Element("root"), Element("child")
+  root.append(child)
+  assert back(list(root)) == back([Element("child")]) and back(list(root)) != back([Element("other")])
+  soup = BeautifulSoup('<a href="#">E</a><a>F</a>', "html.parser")
+  assert back(soup.find_all("a", string="E")) == back([soup.find_all("a")[0]])
+  assert back(soup.find_all("a")) != back(soup.find_all("a")[:1]) and back(soup.a.string) == "E"
+  # A list of ints travels as one JSON list: 30,000 of them fit in a record.
+  assert back([0] * 30_000) == [0] * 30_000 and back((1, 2)) == (1, 2) and back([True, 1]) == [True, 1]
+  assert isinstance(back(list(range(10 ** 6))), recorded_values.Unrecorded)
+  with pytest.raises(recorded_values.MalformedRecord):
+    recorded_values.decode(["ints", "list", [1, "2"]])
   with pytest.raises(recorded_values.MalformedRecord):
     recorded_values.decode(["builtin_type", "exec"])  # only the builtin types encode writes
   with pytest.raises(recorded_values.MalformedRecord):
