@@ -74,15 +74,21 @@ def dataset_stats(problems: Sequence[Problem]) -> dict:
   return {"by_package": by_package, "by_label": by_label}
 
 
+# A dataset's name for a derived label: CodeInsight's .cfg writes the paper's >threevars so.
+SAME_LABEL = {"more_than_3_vars": ">threevars"}
+
+
 def labels_side_by_side(problems: Sequence[Problem]) -> dict[str, dict]:
   """label -> {"dataset", "derived", "both": problem counts, "agreement": the share of problems on which
-  the dataset's labels and the derived ones agree about it}, packages left out; labels in the paper's
-  order, then by the dataset's count."""
+  the dataset's labels and the derived ones agree about it}, packages left out, a dataset's name for a
+  derived label read as the derived one (SAME_LABEL); labels in the paper's order, then by the
+  dataset's count."""
   derived = {p.problem_id: set(derived_categories(p.code)) for p in problems}
-  names = {c for p in problems for c in (*p.categories, *derived[p.problem_id]) if not is_package(c)}
+  given_labels = {p.problem_id: {SAME_LABEL.get(c, c) for c in p.categories} for p in problems}
+  names = {c for p in problems for c in (*given_labels[p.problem_id], *derived[p.problem_id]) if not is_package(c)}
   out = {}
   for name in names:
-    given = {p.problem_id for p in problems if name in p.categories}
+    given = {p.problem_id for p in problems if name in given_labels[p.problem_id]}
     made = {p.problem_id for p in problems if name in derived[p.problem_id]}
     out[name] = {"dataset": len(given), "derived": len(made), "both": len(given & made),
                  "agreement": round(1 - len(given ^ made) / len(problems), 4)}

@@ -82,6 +82,9 @@ def test_a_dataset_s_own_labels_sit_beside_the_derived_ones(tmp_path, capsys):
   labelled = [Problem("p1", P1.intent, P1.code, P1.tests, ("builtin",)),
               Problem("p2", P2.intent, P2.code, P2.tests, ("builtin", "math")), P3]
   side = ps.labels_side_by_side(labelled)
+  # CodeInsight's name for the paper's >threevars is read as it.
+  many = Problem("p4", "x", "def f(a, b, c, d):\n    return a\n", ("t",), ("more_than_3_vars",))
+  assert ps.labels_side_by_side([many, P1])[">threevars"] == {"dataset": 1, "derived": 1, "both": 1, "agreement": 1.0}
   assert side["builtin"] == {"dataset": 2, "derived": 1, "both": 1, "agreement": pytest.approx(2 / 3, abs=1e-4)}
   assert side["str"] == {"dataset": 0, "derived": 1, "both": 0, "agreement": pytest.approx(2 / 3, abs=1e-4)}
   assert side["math"] == {"dataset": 1, "derived": 0, "both": 0, "agreement": pytest.approx(2 / 3, abs=1e-4)}
