@@ -130,6 +130,7 @@ from data.near_dedup import (NEAR_DUP_NUM_PERM, NEAR_DUP_SEED, NEAR_DUP_SHINGLE_
 SKIP_REASONS = corpus_report.SKIP_REASONS
 STATS_FILE = "stats.json"
 PROBLEMS_FILE = "problems.jsonl"  # shards and rows that could not be read: shard, row, message
+LOCK_NAME = "corpus"  # output/corpus.lock: held while a build writes the output (storage.exclusive_output)
 DECONTAMINATED_FILE = "decontaminated.jsonl"  # files removed for benchmark text: path, language, item
 # The driver's list of files for the pipeline and the pipeline's counts, read back by the driver; removed.
 _WORK_DIR = ".corpus-work"
@@ -568,57 +569,60 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
   options = PipelineOptions(pipeline_args or [])
   _warn_if_local_on_remote_runner(options, [*sources, *shard_files], output)
   storage.makedirs(output)
-  # Until the new stats.json lands, the directory is not a finished corpus.
-  if storage.exists(_join(output, STATS_FILE)):
-    storage.remove(_join(output, STATS_FILE))
-  skipped: collections.Counter = collections.Counter()
-  license_files: list[tuple[str, str]] = []
-  files = collect_files(unique_roots(sources), max_files_per_language, skipped, exclude,
-                        license_files if filters.license.enabled else None) if sources else []
-  verdicts = tree_license_verdicts(files, license_files)
-  if sources:
-    by_verdict = collections.Counter(verdict.verdict for verdict in verdicts)
-    print(f"{len(files):,} code files go to the pipeline ({len(license_files):,} licence files read: "
-          + ", ".join(f"{by_verdict[v]:,} {v.replace('_', ' ')}" for v in
-                      (licenses.PERMISSIVE, licenses.NON_PERMISSIVE, licenses.NO_LICENSE)) + ")")
-  if shard_files:
-    print(f"{len(shard_files):,} shards go to the pipeline")
+  # One build per output: a second one on it (a typo, a retry while the first runs) would mix its
+  # shards with the first's and leave a stats.json that describes neither.
+  with storage.exclusive_output(_join(output, LOCK_NAME), "data.corpus", f"the corpus {output}"):
+    # Until the new stats.json lands, the directory is not a finished corpus.
+    if storage.exists(_join(output, STATS_FILE)):
+      storage.remove(_join(output, STATS_FILE))
+    skipped: collections.Counter = collections.Counter()
+    license_files: list[tuple[str, str]] = []
+    files = collect_files(unique_roots(sources), max_files_per_language, skipped, exclude,
+                          license_files if filters.license.enabled else None) if sources else []
+    verdicts = tree_license_verdicts(files, license_files)
+    if sources:
+      by_verdict = collections.Counter(verdict.verdict for verdict in verdicts)
+      print(f"{len(files):,} code files go to the pipeline ({len(license_files):,} licence files read: "
+            + ", ".join(f"{by_verdict[v]:,} {v.replace('_', ' ')}" for v in
+                        (licenses.PERMISSIVE, licenses.NON_PERMISSIVE, licenses.NO_LICENSE)) + ")")
+    if shard_files:
+      print(f"{len(shard_files):,} shards go to the pipeline")
 
-  work_dir = _join(output, _WORK_DIR)
-  if storage.exists(work_dir):
+    work_dir = _join(output, _WORK_DIR)
+    if storage.exists(work_dir):
+      storage.rmtree(work_dir)
+    storage.makedirs(work_dir)
+    manifest = write_manifest(files, verdicts, work_dir) if files else []
+    counts_file = _join(work_dir, "counts.jsonl")
+    with beam.Pipeline(options=options) as pipeline:
+      build_pipeline(pipeline, manifest, output, counts_file, validation_share, num_shards, max_file_bytes,
+                     near_dedup, near_dup_threshold, shard_files, columns, filters, decontaminator)
+    stages = corpus_report.empty_stages()
+    for reason in corpus_report.DRIVER_STAGES:
+      if skipped[reason]:
+        corpus_report.add(stages, reason, "", skipped[reason], 0)
+    pii_items: collections.Counter = collections.Counter()
+    sizes = corpus_report.read_counts(counts_file, skipped, stages, pii_items)
     storage.rmtree(work_dir)
-  storage.makedirs(work_dir)
-  manifest = write_manifest(files, verdicts, work_dir) if files else []
-  counts_file = _join(work_dir, "counts.jsonl")
-  with beam.Pipeline(options=options) as pipeline:
-    build_pipeline(pipeline, manifest, output, counts_file, validation_share, num_shards, max_file_bytes,
-                   near_dedup, near_dup_threshold, shard_files, columns, filters, decontaminator)
-  stages = corpus_report.empty_stages()
-  for reason in corpus_report.DRIVER_STAGES:
-    if skipped[reason]:
-      corpus_report.add(stages, reason, "", skipped[reason], 0)
-  pii_items: collections.Counter = collections.Counter()
-  sizes = corpus_report.read_counts(counts_file, skipped, stages, pii_items)
-  storage.rmtree(work_dir)
-  print_problems(output)
+    print_problems(output)
 
-  expected = {records.shard_name(language, split, shard, num_shards)
-              for language in sizes for split in records.SPLITS for shard in range(num_shards)}
-  for stale in remove_stale_shards(output, expected):
-    print(f"removed stale shard {stale}")
-  stats = {
-      "languages": sizes,
-      "skipped": {reason: skipped[reason] for reason in SKIP_REASONS},
-      "stages": stages,
-      "pii": {"items": dict(sorted(pii_items.items()))},
-      "options": {"validation_share": validation_share, "num_shards": num_shards,
-                  "max_file_bytes": max_file_bytes, "max_files_per_language": max_files_per_language,
-                  "near_dedup": near_dedup, "near_dup_threshold": near_dup_threshold,
-                  "near_dup_num_perm": NEAR_DUP_NUM_PERM, "near_dup_shingle_size": NEAR_DUP_SHINGLE_SIZE,
-                  "shards": len(shard_files), "columns": dataclasses.asdict(columns), **filters.as_dict()},
-  }
-  write_json(_join(output, STATS_FILE), stats)
-  return stats
+    expected = {records.shard_name(language, split, shard, num_shards)
+                for language in sizes for split in records.SPLITS for shard in range(num_shards)}
+    for stale in remove_stale_shards(output, expected):
+      print(f"removed stale shard {stale}")
+    stats = {
+        "languages": sizes,
+        "skipped": {reason: skipped[reason] for reason in SKIP_REASONS},
+        "stages": stages,
+        "pii": {"items": dict(sorted(pii_items.items()))},
+        "options": {"validation_share": validation_share, "num_shards": num_shards,
+                    "max_file_bytes": max_file_bytes, "max_files_per_language": max_files_per_language,
+                    "near_dedup": near_dedup, "near_dup_threshold": near_dup_threshold,
+                    "near_dup_num_perm": NEAR_DUP_NUM_PERM, "near_dup_shingle_size": NEAR_DUP_SHINGLE_SIZE,
+                    "shards": len(shard_files), "columns": dataclasses.asdict(columns), **filters.as_dict()},
+    }
+    write_json(_join(output, STATS_FILE), stats)
+    return stats
 
 
 def _warn_if_local_on_remote_runner(options: PipelineOptions, sources: list[str], output: str) -> None:
@@ -752,10 +756,17 @@ def main(argv: list[str] | None = None) -> dict:
         decontamination.file_benchmark_items(path)
   except (ValueError, FileNotFoundError) as error:
     parser.error(str(error))
-  stats = build_corpus(sources, args.output, args.validation_share, args.num_shards, args.max_file_bytes,
-                       pipeline_args, max_files, exclude, near_dedup=args.near_dedup,
-                       near_dup_threshold=args.near_dup_threshold, shard_sources=shard_files, columns=columns,
-                       filters=filters)
+  try:  # an output that cannot be written is refused before any work
+    storage.makedirs(args.output)
+  except OSError as error:
+    parser.error(f"--output {args.output}: cannot be written ({error.strerror or error})")
+  try:
+    stats = build_corpus(sources, args.output, args.validation_share, args.num_shards, args.max_file_bytes,
+                         pipeline_args, max_files, exclude, near_dedup=args.near_dedup,
+                         near_dup_threshold=args.near_dup_threshold, shard_sources=shard_files, columns=columns,
+                         filters=filters)
+  except storage.OutputLocked as error:  # another build holds it: nothing of it was touched
+    parser.exit(2, f"{parser.prog}: error: --output {args.output}: {error}\n")
   print(format_table(stats))
   print(f"wrote {args.output if is_url(args.output) else os.path.abspath(args.output)}")
   return stats

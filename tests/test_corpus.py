@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+import storage
+
 from data import corpus
 from data import near_dedup
 from data import records
@@ -214,6 +216,32 @@ def test_rebuild_with_other_num_shards_removes_stale(built, tmp_path, capsys):
                     + ["stats.json", corpus.PROBLEMS_FILE, corpus.DECONTAMINATED_FILE])
   assert names == expected
   assert sum(s["validation"]["files"] for s in stats["languages"].values()) == 0
+
+
+def test_a_second_build_on_the_same_output_is_refused_and_touches_nothing(built, tmp_path, capsys):
+  source, _, _ = built
+  output = tmp_path / "corpus"
+  args = ["--source", str(source), "--output", str(output), "--num_shards", "1", "--max_file_bytes", str(MAX_FILE_BYTES)]
+  corpus.main(args)
+  finished = file_bytes(output)
+  assert "stats.json" in finished and not (output / f"{corpus.LOCK_NAME}.lock").exists()  # released at the end
+  with storage.exclusive_output(str(output / corpus.LOCK_NAME), "data.corpus (the first build)"):
+    with pytest.raises(SystemExit) as exit_info:
+      corpus.main([*args[:-4], "--num_shards", "3"])
+  assert exit_info.value.code == 2
+  error = capsys.readouterr().err
+  assert f"--output {output}: the corpus {output} is being written by another run (data.corpus (the first build), pid" in error
+  assert file_bytes(output) == finished  # the first build's stats.json and shards are untouched
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_work(built, tmp_path, capsys):
+  source, _, _ = built
+  (tmp_path / "a_file").write_text("not a folder")
+  with pytest.raises(SystemExit) as exit_info:
+    corpus.main(["--source", str(source), "--output", str(tmp_path / "a_file" / "corpus")])
+  assert exit_info.value.code == 2
+  error = capsys.readouterr().err
+  assert f"--output {tmp_path / 'a_file' / 'corpus'}: cannot be written" in error and "Traceback" not in error
 
 
 def test_two_sources_and_cap(tmp_path):
