@@ -18,7 +18,8 @@ column; the language column only when the user asks (`Columns.language_from_colu
 datasets label languages their own way ("C++", "c-sharp").
 
 Bad input never stops the pipeline: a shard that cannot be opened, lacks the text column, or a row
-that is not an object, holds no text or non-UTF-8 text is a `Problem` (shard, row, message) on its own
+that is not an object, holds no text, text that is not a string (a number, a list, an int column) or
+non-UTF-8 text is a `Problem` (shard, row, message) on its own
 output, counted, written to the corpus's problems.jsonl and printed, and every other row is kept.
 """
 
@@ -207,8 +208,12 @@ class ReadRows(beam.DoFn):
       yield beam.pvalue.TaggedOutput(PROBLEMS, Problem(
           shard, number, f"no text field {' or '.join(map(repr, self._columns.candidates('text')))}"))
       return
+    if not isinstance(text, (str, bytes)):  # 1234567, true, a list, an int64 column: not a source file
+      yield beam.pvalue.TaggedOutput(PROBLEMS, Problem(
+          shard, number, f"text is {type(text).__name__}, not a string or UTF-8 bytes"))
+      return
     language = classify(row, self._columns)
-    data = text if isinstance(text, bytes) else str(text).encode("utf-8", "surrogatepass")
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if language is None:
       yield beam.pvalue.TaggedOutput(SKIPPED, ("not_code", "", len(data)))
       return

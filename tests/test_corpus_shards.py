@@ -223,6 +223,24 @@ def test_bad_shards_and_rows_are_reported_and_the_rest_kept(tmp_path, capsys):
   assert stats["stages"]["kept"]["files"] == 5 + 1 + 2  # a_good's five, d_binary's row 1, e_lines' rows 1 and 5
 
 
+def test_text_that_is_not_a_string_is_a_problem_row_not_a_source_file(tmp_path):
+  (tmp_path / "typed.jsonl").write_text(
+      '{"content": 1234567, "path": "n.py"}\n{"content": true, "path": "b.py"}\n'
+      '{"content": ["def f(): pass"], "path": "l.py"}\n{"content": "kept = 1\\n", "path": "k.py"}\n')
+  write_parquet(tmp_path / "ints.parquet", [{"content": 7, "max_stars_repo_path": "seven.py"}],
+                schema=pa.schema([("content", pa.int64()), ("max_stars_repo_path", pa.string())]))
+  stats = corpus.main(["--shards", str(tmp_path / "typed.jsonl"), "--shards", str(tmp_path / "ints.parquet"),
+                       "--output", str(tmp_path / "out"), "--num_shards=1", "--no_decontaminate"])
+  problems = [json.loads(line) for line in (tmp_path / "out" / corpus.PROBLEMS_FILE).read_text().splitlines()]
+  messages = {(os.path.basename(p["shard"]), p["row"]): p["message"] for p in problems}
+  assert messages == {("typed.jsonl", 1): "text is int, not a string or UTF-8 bytes",
+                      ("typed.jsonl", 2): "text is bool, not a string or UTF-8 bytes",
+                      ("typed.jsonl", 3): "text is list, not a string or UTF-8 bytes",
+                      ("ints.parquet", 1): "text is int, not a string or UTF-8 bytes"}
+  assert stats["skipped"]["malformed"] == 4 and stats["stages"]["kept"]["files"] == 1
+  assert [path for path, _ in records.read_texts(str(tmp_path / "out"), "python", "train")] == ["k.py"]
+
+
 def test_two_worker_processes_give_the_in_process_corpus(built, tmp_path):
   base, stats = built
   workers = corpus.build_corpus([], str(tmp_path / "workers"), shard_sources=[str(base / "stack.parquet")],
