@@ -13,6 +13,7 @@ import gin
 
 import storage
 from data import practical_tasks as practical_data
+import gin_flags
 from gin_flags import UsageError, check_float, check_int, check_mesh_shape, check_writable_dir
 from model import lora as lora_adapters
 from model import sharding
@@ -39,7 +40,10 @@ def train_config(check_paths: bool = True, **given) -> TrainConfig:
   """The `train.*` gin values (`given` overrides them), checked, as the run's typed config.
   `check_paths` False (tpu/preflight.py, which reads and writes no run folder or dataset) leaves out
   the checks of MODEL_DIR, the checkpoints and the dataset."""
-  config = _Train(**{name: gin.REQUIRED for name in REQUIRED if name not in given}, **given)
+  try:
+    config = _Train(**{name: gin.REQUIRED for name in REQUIRED if name not in given}, **given)
+  except ValueError as error:  # a configurable's own check (UL2Config's fim_rate 1.5): the user's value
+    raise UsageError(gin_flags.message(error)) from None
   check(config, check_paths)
   # The enums and the tuple once here, after check() has named a bad value by its gin name.
   return dataclasses.replace(config, optimizer=Optimizer(config.optimizer), lr_schedule=Schedule(config.lr_schedule),

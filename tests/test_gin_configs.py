@@ -87,3 +87,21 @@ def test_the_fim_file_turns_fill_in_the_middle_on_and_the_paper_s_run_leaves_it_
     assert config.names[-2:] == (("fim_psm", "fim_spm") if fim_file else ("prefix_lm", "causal_lm"))
   finally:
     gin.clear_config()
+
+
+@pytest.mark.parametrize("binding", ["fim_rate=1.5", "fim_rate=-0.1", "fim_rate='half'", "fim_rate=True",
+                                     "fim_spm_rate=2.0"])
+def test_a_bad_fim_rate_is_a_usage_error_naming_it(binding, tmp_path, capsys):
+  """train.py answers exit 2 and one line, no traceback; True (an int to Python) is refused, not 1.0."""
+  import train
+
+  name = binding.split("=")[0]
+  with pytest.raises(SystemExit) as exit_:
+    train.main(["--gin_file=gin_configs/runs/demo.gin", "--gin_file=gin_configs/objectives/fim.gin",
+                f"--gin.MODEL_DIR='{tmp_path / 'run'}'", f"--gin.CORPUS_DIR='{tmp_path}'",
+                f"--gin.codelm.UL2Config.{binding}"])
+  gin.clear_config()
+  assert exit_.value.code == 2
+  error = capsys.readouterr().err
+  assert f"train.py: UL2Config.{name} must be a number within [0, 1], got " in error and "Traceback" not in error
+  assert not (tmp_path / "run").exists()  # nothing written

@@ -56,8 +56,10 @@ class UL2Config:
 
   def __post_init__(self):
     for name in ("fim_rate", "fim_spm_rate"):
-      if not 0.0 <= getattr(self, name) <= 1.0:
-        raise ValueError(f"UL2Config.{name} must be within [0, 1], got {getattr(self, name)}")
+      value = getattr(self, name)
+      # A bool is an int to Python: fim_rate=True would train as 1.0 without a word.
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"UL2Config.{name} must be a number within [0, 1], got {value!r}")
     if len(self.rates) != len(self.denoisers) + 2:
       raise ValueError(f"UL2Config.rates needs one rate per denoiser plus prefix LM and causal LM "
                        f"({len(self.denoisers) + 2}), got {len(self.rates)}")
