@@ -49,10 +49,13 @@ def read_prompts(path: str) -> list[dict]:
     for field in ("prefix", "suffix") if infill else ("prompt",):
       if not isinstance(record[field], str):
         raise ValueError(f"{where}: {field} must be a string, got {type(record[field]).__name__}")
+      _refuse_surrogates(record[field], f"{where}: {field}")
     if infill and record.get("format", fim.PSM) not in fim.FORMATS:
       raise ValueError(f"{where}: format must be one of {', '.join(fim.FORMATS)}, got {json.dumps(record['format'])[:40]}")
     if "stop" in record and not (isinstance(record["stop"], list) and all(isinstance(s, str) for s in record["stop"])):
       raise ValueError(f"{where}: stop must be a list of strings")
+    for stop in record.get("stop", ()):
+      _refuse_surrogates(stop, f"{where}: stop")
     if record.get("stop_cut", "keep") not in STOP_CUTS:
       raise ValueError(f"{where}: stop_cut must be one of {', '.join(STOP_CUTS)}, got {json.dumps(record['stop_cut'])[:40]}")
     if "stop" not in record and not infill:  # its stops are its language's: an unknown name is refused here
@@ -67,6 +70,15 @@ def read_prompts(path: str) -> list[dict]:
     first_line[key] = number
     prompts.append(record)
   return prompts
+
+
+def _refuse_surrogates(text: str, where: str) -> None:
+  """JSON's "\\ud800" escape gives a str with a lone surrogate, which no UTF-8 tokenizer can read."""
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError as error:
+    raise ValueError(f"{where} holds a lone surrogate ({text[error.start]!r} at character {error.start}), "
+                     "which is not text") from None
 
 
 def is_infill(record: dict) -> bool:

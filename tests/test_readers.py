@@ -172,3 +172,21 @@ def test_every_jsonl_reader_skips_a_torn_last_line_and_reads_the_rest(tmp_path, 
     if name == "predictions (resume)":  # the resume reader also cuts the torn tail off the file
       assert torn.read_bytes() == whole.read_bytes(), name
     assert got == expected, name
+
+
+def test_a_lone_surrogate_in_a_prompt_prefix_or_stop_is_refused_naming_the_line():
+  # JSON's "\ud800" escape is valid JSON and gives Python a str no UTF-8 tokenizer can read.
+  lines = [json.dumps({"qid": "a", "language": "Python", "prompt": "def f():\n"}).encode(),
+           b'{"qid": "b", "language": "Python", "prompt": "def g():\\ud800\\n"}',
+           b'{"qid": "c", "language": "Python", "prefix": "x = \\udfff", "suffix": ""}',
+           b'{"qid": "d", "language": "Python", "prompt": "y", "stop": ["\\ud83d"]}']
+  for bad, field in ((1, "prompt"), (2, "prefix"), (3, "stop")):
+    path = _write([lines[0], lines[bad]])
+    try:
+      predictions_io.read_prompts(path)
+    except ValueError as error:
+      assert str(error).startswith(f"{path}:2: {field} holds a lone surrogate"), str(error)
+    else:
+      raise AssertionError(f"line {bad} was read")
+    finally:
+      os.unlink(path)
