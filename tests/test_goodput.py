@@ -40,6 +40,25 @@ def test_lost_steps_are_the_logged_steps_past_the_checkpoint_and_their_share_of_
   assert goodput.lost_to_restart(previous, 12) is None
 
 
+def test_the_breakdown_leaves_out_a_damaged_line_or_a_negative_time_and_says_so(tmp_path, capsys):
+  lines = ['{"step": 2, "time/step_s": 3.0, "time/input_s": 1.0, "time/window_s": 4.0, "time/window_steps": 2}',
+           "{torn mid-file",
+           '{"step": 4, "time/step_s": -5.0, "time/window_s": 1.0, "time/window_steps": 2}',
+           '{"step": 6, "time/step_s": "fast", "time/window_s": 1.0, "time/window_steps": 2}',
+           '{"step": 8, "time/step_s": 1.0, "time/window_s": 1.0, "time/window_steps": 2}']
+  (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+  records, skipped = goodput.read_records(str(tmp_path / "metrics.jsonl"))
+  assert [r["step"] for r in records] == [2, 8] and len(skipped) == 3
+  assert skipped[0].startswith(f"{tmp_path}/metrics.jsonl:2: not valid JSON")
+  assert skipped[1] == (f"{tmp_path}/metrics.jsonl:3: time/step_s is -5.0: a time must be a finite number of "
+                        "seconds, not negative")
+  assert goodput.main([str(tmp_path)]) == 0
+  captured = capsys.readouterr()
+  assert "warning: 3 lines of" in captured.err and "left out of the breakdown" in captured.err
+  # Only the two good windows count: 4 s of steps of 5 s, never a share above 100%.
+  assert "goodput (train-step share of wall time and time lost to restarts) 80.0%" in captured.out
+
+
 def test_the_timeline_counts_device_time_as_step_and_idle_host_time_by_phase():
   f = jax.jit(lambda a: jnp.tanh(a @ a @ a @ a).sum())
   x = jnp.ones((700, 700))

@@ -263,6 +263,34 @@ def lost_to_restart(records: Sequence[Mapping], step: int) -> dict[str, float] |
   return {f"{PREFIX}lost_steps": float(max(r["step"] for r in past) - step), f"{PREFIX}lost_s": seconds}
 
 
+def _bad_times(record: Mapping) -> str | None:
+  """Why a record's time fields cannot be summed (not a number, negative, not finite), or None."""
+  for key, value in record.items():
+    if key.startswith(PREFIX) and key.endswith("_s"):
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+        return f"{key} is {json.dumps(value)[:40]}: a time must be a finite number of seconds, not negative"
+  return None
+
+
+def read_records(path: str) -> tuple[list[dict], list[str]]:
+  """The records of a metrics.jsonl, and why each line left out was (not JSON, not an object, a time
+  that is no duration): a damaged line costs its window, not the breakdown."""
+  records, skipped = [], []
+  for number, line in storage.read_jsonl_lines(path):
+    where = f"{path}:{number}"
+    try:
+      record = storage.parse_line(line, where)
+    except ValueError as error:
+      skipped.append(str(error))
+      continue
+    why = _bad_times(record)
+    if why:
+      skipped.append(f"{where}: {why}")
+      continue
+    records.append(record)
+  return records, skipped
+
+
 def run_breakdown(records: Sequence[Mapping]) -> dict:
   """A run's breakdown from its metrics.jsonl records, every restart included: seconds per phase,
   the total, steps and seconds lost to restarts, goodput (the step share of all of it, lost time
@@ -311,7 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   if not storage.exists(path):
     print(f"error: {path} not found: is {args.model_dir!r} the MODEL_DIR of a train.py run?", file=sys.stderr)
     return 2
-  records = [record for _, record in storage.read_jsonl(path)]
+  records, skipped = read_records(path)
+  if skipped:
+    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    print(f"warning: {len(skipped)} line{'s' if len(skipped) > 1 else ''} of {path} left out of the breakdown: "
+          + "; ".join(skipped[:3]) + more, file=sys.stderr)
   breakdown = run_breakdown(records)
   if not breakdown["total_s"]:
     print(f"error: {path} has no time breakdown (a run from before training/goodput.py)", file=sys.stderr)
