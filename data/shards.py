@@ -2,7 +2,8 @@ r"""Code from dataset shards: Parquet and JSON Lines (plain or gzip), in The Sta
 
 The datasets code models are trained on come as shards of rows, one source file a row: The Stack and
 StarCoderData as Parquet (columns `content`, `max_stars_repo_path`, `max_stars_repo_name`,
-`max_stars_repo_licenses`, `ext`, `lang`, ...), other dumps as JSON Lines with a `text` field. This
+`max_stars_repo_licenses`, `ext`, `lang`, ...), other dumps as JSON Lines with a `text` field (a
+`.json` file may also hold one JSON array of such records, the one shard read whole). This
 module turns a shard into the corpus pipeline's records without ever holding a shard in memory:
 
   ExpandShard  shard -> units: one per Parquet row group (read from the footer alone), one per JSONL file
@@ -28,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import io
+import itertools
 import json
 import posixpath
 from typing import Any, Iterator
@@ -271,6 +274,14 @@ class ReadRows(beam.DoFn):
     try:
       with storage.open_file(shard, "rb") as raw:
         lines = gzip.GzipFile(fileobj=raw) if shard.lower().endswith(".gz") else raw
+        if shard.lower().endswith((".json", ".json.gz")):  # JSON Lines, or one JSON array of records
+          head = b""
+          while not head.strip() and (chunk := lines.read(1 << 12)):
+            head += chunk
+          if head.lstrip()[:1] == b"[":
+            yield from self._array_rows(shard, head + lines.read())
+            return
+          lines = itertools.chain(io.BytesIO(head + lines.readline()), lines)  # streamed on, line by line
         for number, line in enumerate(lines, start=1):
           if not line.strip():
             continue
@@ -285,6 +296,22 @@ class ReadRows(beam.DoFn):
           yield number, row
     except Exception as error:  # a truncated gzip stream, a storage error: rows read so far stay
       yield number + 1, Problem(shard, number + 1, f"cannot be read from here on ({error})")
+
+
+  @staticmethod
+  def _array_rows(shard: str, data: bytes) -> Iterator[tuple[int, Any]]:
+    """A .json file holding one array: its records, numbered from 1 (read whole, as a JSON array cannot
+    be streamed without a streaming parser; JSON Lines streams)."""
+    try:
+      rows = json.loads(data)
+    except ValueError as error:  # UnicodeDecodeError included
+      yield 1, Problem(shard, None, f"a JSON array that is not valid JSON ({error})")
+      return
+    for number, row in enumerate(rows, start=1):
+      if isinstance(row, dict):
+        yield number, row
+      else:
+        yield number, Problem(shard, number, f"a JSON {type(row).__name__}, not an object")
 
 
 def read_shards(pipeline: beam.Pipeline, shards: list[str], columns: Columns,

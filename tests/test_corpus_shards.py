@@ -241,6 +241,21 @@ def test_text_that_is_not_a_string_is_a_problem_row_not_a_source_file(tmp_path):
   assert [path for path, _ in records.read_texts(str(tmp_path / "out"), "python", "train")] == ["k.py"]
 
 
+def test_a_json_file_holding_an_array_is_read_as_records(tmp_path):
+  rows = [{"content": f"a{i} = {i}\n", "path": f"a{i}.py"} for i in range(3)]
+  (tmp_path / "array.json").write_text("  \n" + json.dumps(rows + [7]))  # whitespace first; a non-object
+  with gzip.open(tmp_path / "lines.json.gz", "wt") as f:  # a .json file of JSON Lines still streams as lines
+    f.write("".join(json.dumps({"content": f"b{i} = {i}\n", "path": f"b{i}.py"}) + "\n" for i in range(2)))
+  stats = corpus.main(["--shards", str(tmp_path / "array.json"), "--shards", str(tmp_path / "lines.json.gz"),
+                       "--output", str(tmp_path / "out"), "--num_shards=1", "--no_decontaminate"])
+  assert stats["stages"]["kept"]["files"] == 5 and stats["skipped"]["malformed"] == 1
+  problems = [json.loads(line) for line in (tmp_path / "out" / corpus.PROBLEMS_FILE).read_text().splitlines()]
+  assert [(os.path.basename(p["shard"]), p["row"], p["message"]) for p in problems] == [
+      ("array.json", 4, "a JSON int, not an object")]
+  kept = sorted(path for path, _ in records.read_texts(str(tmp_path / "out"), "python", "train"))
+  assert kept == ["a0.py", "a1.py", "a2.py", "b0.py", "b1.py"]
+
+
 def test_two_worker_processes_give_the_in_process_corpus(built, tmp_path):
   base, stats = built
   workers = corpus.build_corpus([], str(tmp_path / "workers"), shard_sources=[str(base / "stack.parquet")],
