@@ -120,6 +120,16 @@ def test_every_writes_one_folder_per_window_and_the_last_stops_at_train_steps(tm
   assert [_traced_steps(tmp_path / "b", run) for run in _runs(tmp_path / "b")] == [[1, 2], [3, 4]]
 
 
+def test_a_profile_window_the_run_never_reaches_is_warned_at_start(tmp_path, capsys):
+  ProfileSteps(str(tmp_path / "late"), first=500, count=2, every=0, all_hosts=False, start_step=0, train_steps=2)
+  assert "warning: train.profile_steps (500, 2) starts after the run's last step (2): no step will be profiled" \
+      in capsys.readouterr().err
+  ProfileSteps(str(tmp_path / "past"), first=1, count=2, every=0, all_hosts=False, start_step=5, train_steps=9)
+  assert "ends before this run resumes at step 6: no step will be profiled" in capsys.readouterr().err
+  ProfileSteps(str(tmp_path / "ok"), first=3, count=2, every=0, all_hosts=False, start_step=0, train_steps=9)
+  assert capsys.readouterr().err == ""  # a window the run reaches: no word
+
+
 def test_the_run_s_first_step_is_traced_from_the_constructor(tmp_path):
   fresh = str(tmp_path / "fresh")
   hook = ProfileSteps(fresh, first=1, count=2, every=0, all_hosts=False, start_step=0, train_steps=5)

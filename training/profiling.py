@@ -184,6 +184,12 @@ class ProfileSteps:
                train_steps: int, process_index: int | None = None):
     check_settings(first, count, every)
     index = jax.process_index() if process_index is None else process_index
+    if index == 0 and first > train_steps:
+      _warn(f"train.profile_steps ({first}, {count}) starts after the run's last step ({train_steps}): "
+            "no step will be profiled")
+    elif index == 0 and not every and first + count - 1 <= start_step:
+      _warn(f"train.profile_steps ({first}, {count}) ends before this run resumes at step {start_step + 1}: "
+            "no step will be profiled")
     self._profiler = Profiler(logdir, "steps", "steps", first, count, every, last=train_steps,
                               enabled=all_hosts or index == 0, process=index if jax.process_count() > 1 else None)
     self._state: Any = None  # the last state seen while a trace is open: what close(wait=True) waits for
