@@ -137,6 +137,25 @@ def read_text(path: str) -> str:
   return read_bytes(path).decode("utf-8")
 
 
+GZIP_MAGIC = b"\x1f\x8b"  # no UTF-8 text starts so: 0x8b is never a character's first byte
+
+
+def read_data(path: str, where: str | None = None) -> bytes:
+  """read_bytes, decompressed when the bytes are gzip (told by their magic, whatever the file's name:
+  `x.jsonl.gz`, or gzip saved as `x.jsonl`); a damaged gzip is a ValueError starting with `where`
+  (default: the path)."""
+  data = read_bytes(path)
+  if data[:2] != GZIP_MAGIC:
+    return data
+  import gzip
+  import zlib
+
+  try:
+    return gzip.decompress(data)
+  except (OSError, EOFError, zlib.error) as error:
+    raise ValueError(f"{where or path}: gzip that cannot be read ({type(error).__name__}: {str(error)[:120]})") from None
+
+
 def write_atomic(path: str, data: str | bytes) -> None:
   """Written whole or not at all: a temporary file beside `path`, then a rename over it, so a reader
   (or a killed run) never sees half a file."""
@@ -210,8 +229,9 @@ def torn_tail(data: bytes) -> int:
 
 
 def read_jsonl_lines(path: str, warn: Callable[[str], None] | None = None) -> Iterator[tuple[int, bytes]]:
-  """(line number, raw line with its newline) of each non-blank line, without a torn last line."""
-  data = read_bytes(path)
+  """(line number, raw line with its newline) of each non-blank line, without a torn last line; gzip
+  is read through (read_data)."""
+  data = read_data(path, f"{path}:1")  # (a JSONL reader's errors name a line)
   end = torn_tail(data)
   if end < len(data):
     number = data.count(b"\n") + 1

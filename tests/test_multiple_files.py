@@ -310,6 +310,28 @@ def test_a_malformed_completions_or_results_file_is_reported_and_the_others_kept
   assert invalid == [f"{tmp_path}/HumanEval_5_x.results.json.gz: result 0: no status field"]
 
 
+def test_gzipped_problems_read_by_their_magic_and_a_dangling_link_is_that_file_s_problem(tmp_path):
+  # MultiPL-E's prompts come as .jsonl.gz too: read through, not as "not UTF-8" lines.
+  (tmp_path / "p.jsonl.gz").write_bytes(gzip.compress(json.dumps(RECORDS[0]).encode() + b"\n"))
+  (tmp_path / "misnamed.jsonl").write_bytes(gzip.compress(json.dumps(RECORDS[1]).encode() + b"\n"))
+  (tmp_path / "broken.jsonl.gz").write_bytes(gzip.compress(b"x" * 100)[:20])  # cut short
+  (tmp_path / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+  found, invalid = mp.read_problems(str(tmp_path))
+  assert [p.name for p in found] == ["HumanEval_1_add", "HumanEval_0_add"]  # misnamed.jsonl, p.jsonl.gz
+  assert [message.split(": ", 1)[0] for message in invalid] == [f"{tmp_path}/broken.jsonl.gz", f"{tmp_path}/gone.jsonl"]
+  assert "gzip that cannot be read" in invalid[0] and "cannot be read (No such file or directory)" in invalid[1]
+  # A completions folder with a dangling link: that file is reported, the others read.
+  completions = tmp_path / "completions"
+  completions.mkdir()
+  problem = mp.problem_from_record(dataset_record("HumanEval_0_add"), "x")
+  record = files.completions_record(problem, COMPLETIONS, 0.2, 0.95, 512)
+  files.write_completions(str(completions), record)
+  (completions / "HumanEval_9_x.json.gz").symlink_to(tmp_path / "missing.json.gz")
+  found, invalid = files.read_completions(str(completions))
+  assert found == [record]
+  assert invalid == [f"{completions}/HumanEval_9_x.json.gz: cannot be read (No such file or directory)"]
+
+
 def test_a_malformed_generation_is_reported_with_problem_and_sample_and_the_others_kept(tmp_path):
   problems = [mp.problem_from_record(dataset_record(f"HumanEval_{i}_add"), f"x:{i}") for i in range(3)]
   head = problems[0].harness_prompt

@@ -208,6 +208,9 @@ def _read_records(files: list[str], check) -> tuple[list[dict], list[str]]:
     except ValueError as error:
       invalid.append(str(error))
       continue
+    except OSError as error:  # a dangling symlink, a file that went away: that file's problem, not the run's
+      invalid.append(f"{file}: cannot be read ({error.strerror or type(error).__name__})")
+      continue
     key = (record["language"], record["name"])
     if key in first:
       invalid.append(f"{file}: problem {record['name']} in {record['language']} again (first in {first[key]})")

@@ -10,7 +10,8 @@ exactly these eight fields, in that order). The three forms:
 - a JSON list: the repository's older prompts/*.json (`[ {...}, ... ]`, indented).
 - parquet: the Hugging Face dataset nuprl/MultiPL-E (one config per "humaneval-<lang>" /
   "mbpp-<lang>", Go's config named "go" while its rows say "go_test.go").
-A directory is every such file under it, recursively, in sorted path order.
+Each may come gzipped (`.jsonl.gz`, `.json.gz`; told by the gzip magic, whatever the name). A directory
+is every such file under it, recursively, in sorted path order.
 
 One policy for a bad record (as evaluation/resumable.py's for a bad prediction): it is reported as
 "WHERE: why" and the others are kept, WHERE being FILE:LINE (JSONL, from 1), FILE:[INDEX] (a JSON
@@ -40,7 +41,7 @@ LANGUAGES: dict[str, str] = {
 }
 assert set(LANGUAGES.values()) <= set(languages.BY_NAME), "a MultiPL-E code maps to no codelm language"
 
-SUFFIXES = (".jsonl", ".json", ".parquet")
+SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz", ".json.gz")
 _TEXT_FIELDS = ("name", "language", "prompt", "tests")
 
 
@@ -131,11 +132,18 @@ def _records(path: str, invalid: list[str]) -> Iterator[tuple[str, object]]:
     if file.endswith(".parquet"):
       yield from _parquet_records(file)
       continue
-    data = storage.read_bytes(file)
+    try:
+      data = storage.read_data(file)  # gzip by its magic (a .jsonl.gz), whatever the name says
+    except OSError as error:  # a dangling symlink, a file that went away: that file's problem
+      invalid.append(f"{file}: cannot be read ({error.strerror or type(error).__name__})")
+      continue
+    except ValueError as error:
+      invalid.append(str(error))
+      continue
     if data.lstrip()[:1] == b"[":
       yield from _json_list_records(file, data)
       continue
-    for number, line in storage.read_jsonl_lines(file, warn=invalid.append):
+    for number, line in storage.read_jsonl_lines(file, warn=invalid.append):  # (read again: small files)
       where = f"{file}:{number}"
       try:
         yield where, storage.parse_line(line, where)
