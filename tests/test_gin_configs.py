@@ -105,3 +105,12 @@ def test_a_bad_fim_rate_is_a_usage_error_naming_it(binding, tmp_path, capsys):
   error = capsys.readouterr().err
   assert f"train.py: UL2Config.{name} must be a number within [0, 1], got " in error and "Traceback" not in error
   assert not (tmp_path / "run").exists()  # nothing written
+
+
+def test_train_py_says_when_fill_in_the_middle_is_on():
+  from objectives.ul2 import UL2Config
+  from training.run import fim_line
+
+  assert fim_line(UL2Config(fim_rate=0.5, fim_spm_rate=0.5)) == (
+      "fill-in-the-middle on: 50% of the causal-LM examples (50% of those in SPM), 30% of all examples")
+  assert fim_line(UL2Config()) is None and fim_line(None) is None

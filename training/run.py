@@ -101,7 +101,18 @@ def _register_data(config: TrainConfig, primary: bool) -> Mapping[str, MixturePl
     print(f"{name}: {plan.budget_tokens:,.0f} document tokens in {plan.rows:,} rows; "
           "share % / epochs: " + ", ".join(f"{display_name(t)} {100 * plan.token_shares[t]:.1f} / {plan.epochs[t]:.2f}"
                                            for t in plan.token_shares), flush=True)
+  if primary and fim_line(config.ul2_config):  # check_objective has refused FIM on other streams
+    print(fim_line(config.ul2_config), flush=True)
   return plans
+
+
+def fim_line(ul2_config) -> str | None:
+  """The console line saying that fill-in-the-middle is on, and how much of it; None when it is off."""
+  if not getattr(ul2_config, "fim", False):
+    return None
+  share = 100 * ul2_config.rates[-1] * ul2_config.fim_rate
+  return (f"fill-in-the-middle on: {100 * ul2_config.fim_rate:g}% of the causal-LM examples "
+          f"({100 * ul2_config.fim_spm_rate:g}% of those in SPM), {share:g}% of all examples")
 
 
 def _register_practical_tasks(config: TrainConfig, vocabulary, primary: bool) -> None:
