@@ -169,3 +169,26 @@ def setup() -> None:
   os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
   _quiet_python()
   _filter_fd2()
+
+
+LOCAL_RUNNERS = ("Direct", "Prism", "InteractiveRunner")  # runners whose workers are this machine
+
+
+def runner_name(pipeline_args: list[str] | tuple[str, ...]) -> str:
+  from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+  return str(PipelineOptions(list(pipeline_args)).view_as(StandardOptions).runner or "DirectRunner")
+
+
+def runs_here(pipeline_args: list[str] | tuple[str, ...]) -> bool:
+  """Whether a Beam pipeline's workers are this machine (the direct runner and its relatives)."""
+  return any(name in runner_name(pipeline_args) for name in LOCAL_RUNNERS)
+
+
+def beam_worker_args(pipeline_args: list[str] | tuple[str, ...]) -> list[str]:
+  """A pipeline's options; a local runner's worker processes, which write to this terminal, log errors
+  only (their INFO lines are some 15 a worker, repeated) unless CODELM_VERBOSE=1 or the flag is given.
+  Their first few lines come before Beam reads the level, and stay."""
+  args = list(pipeline_args)
+  if runs_here(args) and not verbose() and not any(a.startswith("--default_sdk_harness_log_level") for a in args):
+    args.append("--default_sdk_harness_log_level=ERROR")
+  return args

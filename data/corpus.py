@@ -104,6 +104,7 @@ import apache_beam as beam
 import tqdm
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+import quiet
 import storage
 from data import corpus_report
 from data import decontamination
@@ -566,7 +567,7 @@ def build_corpus(sources: list[str], output: str, validation_share: float = 0.05
   decontaminator = make_decontaminator(filters)  # before any work: a bad benchmark file is refused here
 
   output = normalize_path(output) if is_url(output) else os.path.abspath(output)
-  options = PipelineOptions(pipeline_args or [])
+  options = PipelineOptions(quiet.beam_worker_args(pipeline_args or []))
   _warn_if_local_on_remote_runner(options, [*sources, *shard_files], output)
   storage.makedirs(output)
   # One build per output: a second one on it (a typo, a retry while the first runs) would mix its

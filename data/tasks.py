@@ -207,7 +207,7 @@ def cache_tasks(corpus_dir: str, vocab_path: str, cache_dir: str | None = None,
   cache_dir = cache_dir or default_cache_dir(corpus_dir)
   setup = functools.partial(_register_from_paths, corpus_dir, vocab_path, extra_ids)
   names = setup()
-  with beam.Pipeline(options=PipelineOptions(list(pipeline_args or []))) as pipeline:
+  with beam.Pipeline(options=PipelineOptions(quiet.beam_worker_args(pipeline_args or []))) as pipeline:
     for name in names:
       task = seqio.get_mixture_or_task(name)
       output_dir = storage.join(cache_dir, seqio.get_task_dir_from_name(name))

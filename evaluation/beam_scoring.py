@@ -218,22 +218,15 @@ def _add_counters(report: resumable.Report, outcome) -> None:
 
 
 def _quiet_workers(pipeline_args: Sequence[str]) -> list[str]:
-  """The pipeline's options; a local runner's worker processes, which write to this terminal, log
-  errors only (their INFO lines are 40 a run) unless CODELM_VERBOSE=1 or the flag is given."""
   import quiet
-
-  args = list(pipeline_args)
-  if runs_here(args) and not quiet.verbose() and not any(a.startswith("--default_sdk_harness_log_level")
-                                                         for a in args):
-    args.append("--default_sdk_harness_log_level=ERROR")
-  return args
+  return quiet.beam_worker_args(pipeline_args)
 
 
 def runs_here(pipeline_args: Sequence[str]) -> bool:
-  """Whether the runner's workers are this machine (the direct runner and its relatives)."""
-  return any(name in _runner(pipeline_args) for name in ("Direct", "Prism", "InteractiveRunner"))
+  import quiet
+  return quiet.runs_here(pipeline_args)
 
 
 def _runner(pipeline_args: Sequence[str]) -> str:
-  from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-  return str(PipelineOptions(list(pipeline_args)).view_as(StandardOptions).runner or "DirectRunner")
+  import quiet
+  return quiet.runner_name(pipeline_args)

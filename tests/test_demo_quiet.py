@@ -130,3 +130,27 @@ def test_filter_drops_only_the_noise_and_survives_a_crash(tmp_path):
   verbose = subprocess.run([sys.executable, "-c", _FILTERED], cwd=str(tmp_path),
                            env=dict(env, CODELM_VERBOSE="1"), capture_output=True, timeout=60)
   assert b"InitializeLog" in verbose.stderr and b"precompiled_charsmap" in verbose.stderr
+
+
+def test_a_local_beam_runner_s_workers_log_errors_only_unless_verbose(monkeypatch):
+  import quiet
+
+  monkeypatch.delenv(quiet.VERBOSE_ENV, raising=False)
+  flag = "--default_sdk_harness_log_level=ERROR"
+  assert quiet.beam_worker_args([]) == [flag]  # the direct runner, by default
+  assert quiet.beam_worker_args(["--runner", "DirectRunner", "--direct_num_workers", "2"])[-1] == flag
+  assert quiet.beam_worker_args(["--runner", "DataflowRunner"]) == ["--runner", "DataflowRunner"]  # not this terminal
+  assert quiet.beam_worker_args(["--default_sdk_harness_log_level=INFO"]) == ["--default_sdk_harness_log_level=INFO"]
+  monkeypatch.setenv(quiet.VERBOSE_ENV, "1")
+  assert quiet.beam_worker_args([]) == []
+
+
+def test_the_corpus_builder_s_beam_workers_leave_no_log_line(tmp_path):
+  _source_tree(str(tmp_path / "src"))
+  result = subprocess.run([sys.executable, "-m", "data.corpus", "--source", str(tmp_path / "src"), "--output",
+                           str(tmp_path / "out"), "--num_shards", "1", "--no_decontaminate", "--direct_num_workers", "2",
+                           "--direct_running_mode", "multi_processing"],
+                          cwd=ROOT, env=_USER_ENV, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-2000:]
+  noise = [line for line in result.stderr.splitlines() if re.match(r"(INFO|WARNING):", line)]
+  assert noise == [], noise[:5]
