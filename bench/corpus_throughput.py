@@ -1,7 +1,7 @@
 """Corpus builder throughput: MB/s per core for each stage and for the whole pipeline, on real code
 written as The Stack-format Parquet shards, and a projection to the paper's scale.
 
-  ../shared/corpus/fetch_debian_corpus.sh /tmp/debian_corpus      # ~14 MB of code in 12 languages
+  ../shared/corpus/fetch_debian_corpus.sh /tmp/debian_corpus      # docs/corpus.md's run: 4,528 files, 32.3 MB
   python bench/corpus_throughput.py --source /tmp/debian_corpus/src [--work /tmp/corpus_bench] [--pii]
 
 Each stage is timed alone in this process (one core) over every file: reading the Parquet rows (the
@@ -64,6 +64,8 @@ def source_rows(root: str) -> list[dict]:
       except UnicodeDecodeError:
         continue
       relative = os.path.relpath(path, root).split(os.sep)
+      if len(relative) == 1:  # a file directly in the source folder: the folder is its repository
+        relative = [os.path.basename(os.path.abspath(root)) or "root", *relative]
       rows.append({"content": text, "max_stars_repo_name": f"debian/{relative[0]}",
                    "max_stars_repo_path": "/".join(relative[1:]), "ext": name.rsplit(".", 1)[-1],
                    "lang": language.display_name, "max_stars_repo_licenses": ["MIT"]})
@@ -72,6 +74,7 @@ def source_rows(root: str) -> list[dict]:
 
 def write_shards(rows: list[dict], directory: str, num_shards: int) -> list[str]:
   os.makedirs(directory, exist_ok=True)
+  num_shards = min(num_shards, len(rows))  # an empty shard has no columns: the reader reports it
   paths = []
   for index in range(num_shards):
     path = os.path.join(directory, f"train-{index:05d}-of-{num_shards:05d}.parquet")
@@ -137,8 +140,12 @@ def main(argv=None) -> dict:
   parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                                        "corpus_throughput.json"))
   args = parser.parse_args(argv)
+  if not os.path.isdir(args.source):
+    parser.error(f"--source {args.source}: not a folder")
   work = args.work or tempfile.mkdtemp(prefix="corpus_bench_")
   rows = source_rows(args.source)
+  if not rows:
+    parser.error(f"--source {args.source}: no code file of the paper's languages under it")
   total_bytes = sum(len(row["content"].encode("utf-8")) for row in rows)
   print(f"{len(rows):,} files, {total_bytes / 1e6:.1f} MB of code from {args.source}")
   shard_paths = write_shards(rows, os.path.join(work, "shards"), args.num_shards)
@@ -147,6 +154,13 @@ def main(argv=None) -> dict:
   seconds = stage_seconds(rows, shard_paths, args.pii)
   pipeline = pipeline_seconds(shard_paths, tiny, work)
   cpu_seconds = pipeline["full_cpu"] - pipeline["startup_cpu"]
+  wall_seconds = pipeline["full_wall"] - pipeline["startup_wall"]
+  if cpu_seconds <= 0 or wall_seconds <= 0 or min(seconds.values()) <= 0:
+    # The input is smaller than the pipeline's start-up varies: no rate can be told from it.
+    parser.exit(2, f"{parser.prog}: error: --source {args.source}: {total_bytes / 1e6:.3f} MB is too little to "
+                   f"measure (the whole pipeline took {pipeline['full_cpu']:.2f} CPU s against "
+                   f"{pipeline['startup_cpu']:.2f} s for its one-row start-up); give a larger tree, such as "
+                   "fetch_debian_corpus.sh's\n")
   stages = {name: {"seconds": s, "mb_per_s_per_core": total_bytes / 1e6 / s} for name, s in seconds.items()}
   filters_and_dedup = sum(s for name, s in seconds.items() if name != "PII redaction")
   # Per core = per CPU-second: the in-memory runner may overlap stages on threads.
@@ -159,7 +173,7 @@ def main(argv=None) -> dict:
       "files": len(rows), "bytes": total_bytes, "source": args.source, "stages": stages,
       "stages_in_sequence_mb_per_s_per_core": total_bytes / 1e6 / filters_and_dedup,
       "pipeline": {**pipeline, "cpu_seconds_without_startup": cpu_seconds, "mb_per_s_per_core": pipeline_mb_per_s,
-                   "mb_per_s_wall": total_bytes / 1e6 / (pipeline["full_wall"] - pipeline["startup_wall"]),
+                   "mb_per_s_wall": total_bytes / 1e6 / wall_seconds,
                    "runner": "DirectRunner, 1 worker, in_memory"},
       "goal_mb_per_s_per_core": GOAL_MB_PER_CORE,
       "projection": {"mb_per_s_per_core": projected_mb_per_s, "bytes": PAPER_SCALE_BYTES, "source": PAPER_SCALE_SOURCE, "core_hours": core_hours,

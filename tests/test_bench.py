@@ -111,3 +111,17 @@ def test_score_throughput_bench_scores_and_writes_its_figures(tmp_path):
   dedup = projection["batched_with_duplicates_run_once"]
   assert dedup["duplicate_share"] == 0.25  # as the scorer keys them: one of four repeats
   assert dedup["checkpoint_core_hours"] == pytest.approx(projection["batched"]["checkpoint_core_hours"] * 0.75, abs=0.01)
+
+
+def test_corpus_throughput_bench_reads_a_flat_folder_and_refuses_an_input_too_small_to_time(tmp_path):
+  # Files directly in --source (no repository folder), and far too little code for any rate: exit 2
+  # with the reason, never a negative time or a traceback.
+  (tmp_path / "src").mkdir()
+  (tmp_path / "src" / "a.py").write_text("def f():\n    return 1\n")
+  (tmp_path / "src" / "b.cpp").write_text("int main() { return 0; }\n")
+  result = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "corpus_throughput.py"), "--source",
+                           str(tmp_path / "src"), "--work", str(tmp_path / "work"), "--output",
+                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=600)
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert "2 files, 0.0 MB of code" in result.stdout and "is too little to measure" in result.stderr
+  assert "Traceback" not in result.stderr and not (tmp_path / "out.json").exists()
