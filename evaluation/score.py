@@ -2,13 +2,21 @@
 
   python -m evaluation.score --predictions PREDICTIONS.jsonl --benchmark humaneval --output DIR \
       [--languages all|python,cpp,...] [--workers N] [--batch_size 32] [--timeout S|java=S,...] [--memory_mb M] \
-      [--k 1,10,100] [--runner DirectRunner|DataflowRunner|FlinkRunner|SparkRunner [Beam options]]
+      [--k 1,10,100] [--whole_programs] [--runner DirectRunner|DataflowRunner|FlinkRunner|SparkRunner [Beam options]]
 
 PREDICTIONS is sample.py's output for prompts from `python -m evaluation.prompts humaneval`: one line
 per sample with `qid`, `language`, `sample_id` and `code` (the completion). Each prediction becomes
 the language's test program (sandbox/renderers/): the prompt's signature, the completion, and a
 harness that prints each test case's returned value; sandbox/judge.py compares the values with the
 expected outputs outside the sandbox (sandbox/execution.py).
+
+With `--whole_programs`, each prediction's `code` is a whole solution instead, as BabelCode's
+predictions are (`{"qid", "language", "code"}`, sample_id optional): the entry function with its
+imports, helpers and constants, named in BabelCode's convention for the language. It becomes the
+language's whole program (Renderer.whole_program: the head BabelCode's test programs have, the code
+as given, the same harness, called with the question's declared types) and is judged the same way;
+each compiles on its own. A language whose renderer builds no whole programs is listed as not
+evaluated.
 
 The scoring loop is evaluation/resumable.py's: DIR/results.jsonl gets one line per prediction as it
 finishes (status passed / failed / compile_error / error / timeout, the outcome of every test case,
@@ -115,16 +123,19 @@ class TypedBenchmark(resumable.Benchmark):
 
   def __init__(self, questions: Mapping[str, typed.Question], limits: execution.Limits = execution.Limits(),
                ks: Sequence[int] = DEFAULT_K, timeouts: Mapping[str, float] | None = None,
-               tolerance: typed.Tolerance = typed.PAPER_TOLERANCE):
-    """`timeouts`: a language's run-step seconds where it differs from `limits.timeout_s`."""
+               tolerance: typed.Tolerance = typed.PAPER_TOLERANCE, whole: bool = False):
+    """`timeouts`: a language's run-step seconds where it differs from `limits.timeout_s`; `whole`:
+    a prediction's code is a whole solution (Renderer.whole_program), not a completion."""
     self.questions, self.limits, self.ks = questions, limits, tuple(ks)
-    self.timeouts, self.tolerance = dict(timeouts or {}), tolerance
+    self.timeouts, self.tolerance, self.whole = dict(timeouts or {}), tolerance, whole
 
   def limits_for(self, language: str) -> execution.Limits:
     return dataclasses.replace(self.limits, timeout_s=self.timeouts.get(language, self.limits.timeout_s))
 
   def settings(self, language: str) -> dict:
-    return {"limits": dataclasses.asdict(self.limits_for(language)), "tolerance": dataclasses.asdict(self.tolerance)}
+    whole = {"whole_programs": True} if self.whole else {}  # a completion's result is not a whole program's
+    return {"limits": dataclasses.asdict(self.limits_for(language)), "tolerance": dataclasses.asdict(self.tolerance),
+            **whole}
 
   @staticmethod
   def result_key(record: dict) -> tuple | None:
@@ -134,8 +145,12 @@ class TypedBenchmark(resumable.Benchmark):
   def run(self, unit, stats):
     renderer = get(unit[0].language)
     jobs = [(self.questions[p.qid], p.code) for p in unit]
-    executions = batching.execute_all(renderer, jobs, self.limits_for(unit[0].language), batch_size=len(unit),
-                                      stats=stats)
+    limits = self.limits_for(unit[0].language)
+    if self.whole:  # a whole program may hold anything at file scope: each compiles on its own
+      executions = [execution.execute(renderer.whole_program(q, code), renderer.toolchain, limits) for q, code in jobs]
+      stats.alone += len(jobs)
+    else:
+      executions = batching.execute_all(renderer, jobs, limits, batch_size=len(unit), stats=stats)
     version = execution.toolchain_version(renderer.toolchain)
     return [verdict(question, result, version, self.tolerance) for (question, _), result in zip(jobs, executions)]
 
@@ -184,23 +199,24 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
           workers: int | None = None, limits: execution.Limits = execution.Limits(),
           ks: Sequence[int] = DEFAULT_K, progress: bool = True,
           batch_size: int = batching.DEFAULT_BATCH_SIZE, pipeline_args: Sequence[str] | None = None,
-          timeouts: Mapping[str, float] | None = None, tolerance: typed.Tolerance = typed.PAPER_TOLERANCE) -> dict:
+          timeouts: Mapping[str, float] | None = None, tolerance: typed.Tolerance = typed.PAPER_TOLERANCE,
+          whole: bool = False) -> dict:
   """Scores the predictions not yet in output_dir/results.jsonl, then writes metrics.json: here with
   `workers` threads, or with `pipeline_args` (`--runner` and Beam's options) as a Beam pipeline on
   that runner's workers (evaluation/beam_scoring.py), whose machines must have the toolchains.
   `timeouts`: per-language run-step seconds (`paper_timeouts()` is the paper's), others
-  `limits.timeout_s`."""
+  `limits.timeout_s`. `whole`: the predictions' code is whole solutions (module docstring)."""
   questions = load_benchmark(benchmark)
   predictions, invalid = read_predictions(predictions_path, questions)
   runnable, not_evaluated = runnable_languages(predictions, languages, check_toolchains=pipeline_args is None
-                                               or beam_scoring.runs_here(pipeline_args))
+                                               or beam_scoring.runs_here(pipeline_args), whole=whole)
   mine = [p for p in predictions if p.language in runnable]
-  scorer = TypedBenchmark(questions, limits, ks, timeouts, tolerance)
+  scorer = TypedBenchmark(questions, limits, ks, timeouts, tolerance, whole)
   if pipeline_args is None:
     results, report = resumable.score_predictions(scorer, mine, output_dir, workers, batch_size, progress,
                                                   source=predictions_path)
   else:
-    make = functools.partial(typed_benchmark, benchmark, limits, tuple(ks), dict(timeouts or {}), tolerance)
+    make = functools.partial(typed_benchmark, benchmark, limits, tuple(ks), dict(timeouts or {}), tolerance, whole)
     results, report = beam_scoring.score_predictions(scorer, make, mine, output_dir, pipeline_args,
                                                      batch_size, source=predictions_path,
                                                      workers=workers or os.cpu_count() or 1)
@@ -211,9 +227,9 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
 
 def typed_benchmark(benchmark: str, limits: execution.Limits, ks: Sequence[int],
                     timeouts: Mapping[str, float] | None = None,
-                    tolerance: typed.Tolerance = typed.PAPER_TOLERANCE) -> TypedBenchmark:
+                    tolerance: typed.Tolerance = typed.PAPER_TOLERANCE, whole: bool = False) -> TypedBenchmark:
   """The TypedBenchmark of a benchmark name or file (built again in each Beam worker)."""
-  return TypedBenchmark(load_benchmark(benchmark), limits, ks, timeouts, tolerance)
+  return TypedBenchmark(load_benchmark(benchmark), limits, ks, timeouts, tolerance, whole)
 
 
 def paper_timeouts(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
@@ -255,14 +271,18 @@ def parse_timeouts(value: str | None, defaults: Mapping[str, float] | None = Non
 
 
 def runnable_languages(predictions: Sequence[Prediction], languages: Sequence[str] | None,
-                       check_toolchains: bool = True) -> tuple[list[str], dict[str, str]]:
+                       check_toolchains: bool = True, whole: bool = False) -> tuple[list[str], dict[str, str]]:
   """The wanted languages that have predictions and a toolchain here, and why the others are not
-  evaluated (Dart and Julia always; a language whose toolchain is missing). `check_toolchains`
-  False: the programs run elsewhere (a remote Beam runner's workers)."""
+  evaluated (Dart and Julia always; a language whose toolchain is missing; with `whole`, a language
+  whose renderer builds no whole programs). `check_toolchains` False: the programs run elsewhere (a
+  remote Beam runner's workers)."""
   wanted = list(languages or EVALUATED)
   present = {p.language for p in predictions}
   missing_toolchain = {}
   for name in wanted:
+    if whole and name in present and name not in NOT_EVALUATED and not get(name).whole_programs:
+      missing_toolchain[name] = "whole programs (--whole_programs) are not supported in this language yet"
+      continue
     if check_toolchains and name in present and name not in NOT_EVALUATED:
       lacking = execution.missing(get(name).toolchain)
       if lacking:
@@ -281,7 +301,7 @@ def write_metrics(scorer: TypedBenchmark, benchmark: str, predictions_path: str,
             "timeout_s": {p: scorer.limits_for(p).timeout_s for p in dict.fromkeys(x.language for x in predictions)},
             "float_tolerance": dataclasses.asdict(scorer.tolerance)}
   metrics: dict = {"benchmark": benchmark, "predictions": storage.resolve(predictions_path),
-                   "limits": limits, "scored_now": scoring["scored_now"],
+                   "whole_programs": scorer.whole, "limits": limits, "scored_now": scoring["scored_now"],
                    **scorer.summarise(predictions, results), "not_evaluated": dict(not_evaluated),
                    "invalid_predictions": list(invalid), "unscored_predictions": list(report.unscored),
                    "scoring": scoring}
@@ -353,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="address-space cap per program (RLIMIT_AS)")
   parser.add_argument("--k", default=",".join(map(str, DEFAULT_K)),
                       help="pass@k values (the paper: 1,10,100 for generation; 1,25 for translation)")
+  parser.add_argument("--whole_programs", action="store_true",
+                      help="each prediction's code is a whole solution (BabelCode's predictions), not a completion")
   parser.add_argument("--runner", default=None,
                       help="score as an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, "
                            "FlinkRunner, SparkRunner); other unknown flags are Beam's pipeline options")
@@ -375,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     beam_args = None if args.runner is None else ["--runner", args.runner, *pipeline_args]
     metrics = score(args.predictions, args.benchmark, args.output, parse_languages(args.languages),
                     args.workers, limits, ks, batch_size=args.batch_size, pipeline_args=beam_args,
-                    timeouts=timeouts, tolerance=tolerance)
+                    timeouts=timeouts, tolerance=tolerance, whole=args.whole_programs)
   except (ValueError, OSError, OutputLocked) as error:
     print(f"error: {error}", file=sys.stderr)
     return 2

@@ -16,9 +16,12 @@ in: bool, int and float as JSON literals (`NaN`, `Infinity` and `-Infinity` allo
 string as a JSON string, list/set/tuple as an array (a set in any order), map as an array of
 [key, value] pairs in any order (JSON objects only have string keys), optional as null or its
 value. Optional fields: `float_precision` ("float" or "double": how returned floats compare, where
-the question's source declares it; Tolerance) and `solutions` (language name -> source program,
-for translation prompts). `decode` turns such JSON into Python values of the right type and refuses anything else, so
-the scorer compares plain data and never an object a program made.
+the question's source declares it; Tolerance), `solutions` (language name -> source program,
+for translation prompts) and `declared_types` (`{"params": [...], "return": ...}`: the types the
+question's source declares, finer than these, in BabelCode's leaf names: a whole program in a typed
+language is called with them; `Question.declared`). `decode` turns such JSON into Python values of
+the right type and refuses anything else, so the scorer compares plain data and never an object a
+program made.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ from typing import Any
 import storage
 
 SCALARS = ("bool", "int", "float", "string")
+# BabelCode's leaf types: what a source's signature declares (a 32-bit integer or a 64-bit long, a
+# single float or a double, a character), and what each is here.
+DECLARED_SCALARS = {"boolean": "bool", "integer": "int", "long": "int", "float": "float", "double": "float",
+                    "character": "string", "string": "string"}
 GENERICS = {"list": 1, "set": 1, "optional": 1, "map": 2, "tuple": None}  # None: any arity >= 1
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 FLOAT_TOLERANCE = 1e-6  # relative and absolute, as BabelCode's default
@@ -59,29 +66,30 @@ class Type:
     return self.args[0]
 
 
-def parse_type(text: str) -> Type:
-  """`list<map<string,int>>` -> Type; a ValueError names what is wrong."""
-  parsed, rest = _parse(text.replace(" ", ""), text)
+def parse_type(text: str, scalars: Sequence[str] = SCALARS) -> Type:
+  """`list<map<string,int>>` -> Type; a ValueError names what is wrong. `scalars`: the leaf names
+  (DECLARED_SCALARS for a declared type)."""
+  parsed, rest = _parse(text.replace(" ", ""), text, tuple(scalars))
   if rest:
     raise ValueError(f"type {text!r}: unexpected {rest!r}")
   return parsed
 
 
-def _parse(text: str, whole: str) -> tuple[Type, str]:
+def _parse(text: str, whole: str, scalars: tuple[str, ...]) -> tuple[Type, str]:
   end = 0
   while end < len(text) and (text[end].isalnum() or text[end] == "_"):
     end += 1
   name, rest = text[:end], text[end:]
-  if name in SCALARS:
+  if name in scalars:
     return Type(name), rest
   if name not in GENERICS:
     raise ValueError(f"type {whole!r}: unknown type {name!r}; types are "
-                     f"{', '.join(SCALARS + tuple(GENERICS))}")
+                     f"{', '.join(scalars + tuple(GENERICS))}")
   if not rest.startswith("<"):
     raise ValueError(f"type {whole!r}: {name} needs <...> arguments")
   args, rest = [], rest[1:]
   while True:
-    arg, rest = _parse(rest, whole)
+    arg, rest = _parse(rest, whole, scalars)
     args.append(arg)
     if rest.startswith(","):
       rest = rest[1:]
@@ -93,9 +101,9 @@ def _parse(text: str, whole: str) -> tuple[Type, str]:
   arity = GENERICS[name]
   if arity is not None and len(args) != arity:
     raise ValueError(f"type {whole!r}: {name} takes {arity} argument(s), got {len(args)}")
-  if name == "map" and args[0].name not in ("int", "string"):
+  if name == "map" and (DECLARED_SCALARS.get(args[0].name) or args[0].name) not in ("int", "string"):
     raise ValueError(f"type {whole!r}: map keys are int or string")
-  if name in ("set",) and args[0].name not in SCALARS:
+  if name in ("set",) and args[0].name not in scalars:
     raise ValueError(f"type {whole!r}: set elements are scalars")
   return Type(name, tuple(args)), rest
 
@@ -298,9 +306,21 @@ class Question:
   float_precision: str | None = None
   # Source programs for translation, (language, program) pairs by codelm language name.
   solutions: tuple[tuple[str, str], ...] = ()
+  # The types the source declares (each parameter's, then the return's) in DECLARED_SCALARS' leaf
+  # names; () when it declares none beyond these.
+  declared_types: tuple[Type, ...] = ()
 
   def solution(self, language: str) -> str | None:
     return dict(self.solutions).get(language)
+
+  @property
+  def declared(self) -> tuple[Type, ...]:
+    """Each parameter's type, then the return type, in DECLARED_SCALARS' leaf names: what a whole
+    program's signature is written in. Without declared types: an int is a long, a float a double,
+    as the prompts declare them (an optional return is its element)."""
+    if self.declared_types:
+      return self.declared_types
+    return tuple(_as_declared(t) for t in (*self.types, self.return_type))
 
   @property
   def types(self) -> tuple[Type, ...]:
@@ -314,7 +334,39 @@ class Question:
                             "inputs": [encode(p.type, v) for p, v in zip(self.params, t.inputs)],
                             "output": encode(self.return_type, t.output)} for t in self.test_cases],
             **({"float_precision": self.float_precision} if self.float_precision else {}),
-            **({"solutions": dict(self.solutions)} if self.solutions else {})}
+            **({"solutions": dict(self.solutions)} if self.solutions else {}),
+            **({"declared_types": {"params": [str(t) for t in self.declared_types[:-1]],
+                                   "return": str(self.declared_types[-1])}} if self.declared_types else {})}
+
+
+def _as_declared(type_: Type) -> Type:
+  if type_.name == "optional":
+    return _as_declared(type_.element)
+  leaf = {"bool": "boolean", "int": "long", "float": "double", "string": "string"}.get(type_.name)
+  return Type(leaf) if leaf else Type(type_.name, tuple(_as_declared(a) for a in type_.args))
+
+
+def _declared_types(record: dict, params: Sequence[Param], return_type: Type) -> tuple[Type, ...]:
+  """A record's declared_types, checked against its typed types: one per parameter, each of the same
+  shape, leaf for leaf (an optional return declares its element)."""
+  declared = record.get("declared_types")
+  if declared is None:
+    return ()
+  if not isinstance(declared, dict) or not isinstance(declared.get("params"), list) or "return" not in declared:
+    raise ValueError("declared_types is {params: [type, ...], return: type}")
+  if len(declared["params"]) != len(params):
+    raise ValueError(f"declared_types has {len(declared['params'])} params for {len(params)} parameters")
+  out = tuple(parse_type(str(t), DECLARED_SCALARS) for t in (*declared["params"], declared["return"]))
+  returns = return_type.element if return_type.name == "optional" else return_type
+  for name, plain, fine in zip([p.name for p in params] + ["the return"], [*(p.type for p in params), returns], out):
+    if _shape(plain) != _shape(fine):
+      raise ValueError(f"declared type {fine} of {name} does not fit its type {plain}")
+  return out
+
+
+def _shape(type_: Type) -> tuple:
+  """A type with declared leaves as the typed leaves they are."""
+  return (DECLARED_SCALARS.get(type_.name, type_.name), tuple(_shape(a) for a in type_.args))
 
 
 def question_from_json(record: dict, where: str = "question") -> Question:
@@ -341,7 +393,7 @@ def question_from_json(record: dict, where: str = "question") -> Question:
       raise ValueError("solutions maps a language name to a program")
     return Question(str(record["qid"]), str(record["entry_fn_name"]), params, return_type,
                     str(record.get("description", "")), tuple(cases), precision,
-                    tuple(sorted(solutions.items())))
+                    tuple(sorted(solutions.items())), _declared_types(record, params, return_type))
   except KeyError as error:
     raise ValueError(f"{where}: missing field {error}") from None
   except (ValueError, TypeError) as error:

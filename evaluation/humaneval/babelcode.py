@@ -23,8 +23,14 @@ type are read as well.) Its type language, and what each becomes:
   where all its element types agree (as BabelCode does).
 
 A null where BabelCode allows one (string, character, list, set, map, tuple) is that type's empty
-value, as BabelCode reads it. `text` becomes the description (empty when null); `solutions` in the
-paper's languages become the question's source programs for translation prompts (`python -m
+value, as BabelCode reads it; a boolean's null expected output is false (the literal BabelCode's
+generator writes). A null expected output of an integer, long, float or double function (MBPP 452,
+546, ...) makes the return type optional: BabelCode's Python test compares the returned value with
+None there, so only a function that returns None passes that case. The declared types (BabelCode's,
+finer than the typed ones: integer or long, float or double, character) are kept as
+`declared_types`: a whole program in a typed language is called with them (sandbox/renderers/).
+
+`text` becomes the description (empty when null); `solutions` in the paper's languages become the question's source programs for translation prompts (`python -m
 evaluation.prompts typed --task translation --source_language C++`). A question that does not
 convert is reported with its file, line and reason and left out; the others are written.
 """
@@ -62,6 +68,11 @@ class BabelType:
     if self.name in LEAVES:
       return typed.Type(LEAVES[self.name])
     return typed.Type(self.name, tuple(arg.typed() for arg in self.args))
+
+  def declared(self) -> typed.Type:
+    """The type with BabelCode's leaf names kept (typed.DECLARED_SCALARS): what a whole program's
+    signature declares."""
+    return typed.Type(self.name, tuple(arg.declared() for arg in self.args))
 
   def precision(self) -> str | None:
     """"double" if a double is inside, else "float" if a float is, else None."""
@@ -221,6 +232,10 @@ def question(record: dict) -> typed.Question:
   if len(set(names)) != len(names):
     raise ValueError(f"parameter names repeat: {names}")
   cases, seen = [], set()
+  # A null expected output of a number: the return type is optional (a boolean's is false, the literal
+  # BabelCode's generator writes for it).
+  optional = return_type.name in ("integer", "long", "float", "double") and any(
+      isinstance(case, dict) and "outputs" in case and case["outputs"] is None for case in record["test_list"])
   for i, case in enumerate(record["test_list"]):
     where = f"test_list[{i}]"
     if not isinstance(case, dict) or not isinstance(case.get("inputs"), dict) or "outputs" not in case:
@@ -234,16 +249,22 @@ def question(record: dict) -> typed.Question:
       raise ValueError(f"{where}: inputs {sorted(given)} do not match the parameters {names}")
     cases.append({"idx": idx,
                   "inputs": [value(t, case["inputs"][n], f"{where} input {n}") for n, t in params],
-                  "output": value(return_type, case["outputs"], f"{where} outputs")})
+                  "output": None if optional and case["outputs"] is None
+                  else False if return_type.name == "boolean" and case["outputs"] is None
+                  else value(return_type, case["outputs"], f"{where} outputs")})
   solutions = {}
   for label, program in (record.get("solutions") or {}).items():
     language = languages.from_label(label)  # None: Kotlin, Scala, ...: not a language of the paper
     if language is not None:
       solutions[language.name] = program
+  returns = str(return_type.typed())
   converted = {"qid": str(qid), "entry_fn_name": record["entry_fn_name"],
                "params": [{"name": n, "type": str(t.typed())} for n, t in params],
-               "return_type": str(return_type.typed()), "description": record.get("text") or "",
-               "test_cases": cases, "solutions": solutions}
+               "return_type": f"optional<{returns}>" if optional else returns,
+               "description": record.get("text") or "",
+               "test_cases": cases, "solutions": solutions,
+               "declared_types": {"params": [str(t.declared()) for _, t in params],
+                                  "return": str(return_type.declared())}}
   precision = return_type.precision()
   if precision:
     converted["float_precision"] = precision

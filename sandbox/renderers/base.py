@@ -6,6 +6,11 @@ A renderer turns a typed `Question` (sandbox/typed.py) into
   (b) a `Program`: the signature + the prediction (the completion) + a harness that runs every test
       case in isolation, exceptions caught, and prints one record line per test case.
 
+A renderer that supports whole programs also turns a typed question and a whole solution (BabelCode's
+prediction form: the entry function with its imports, helpers and constants, named in BabelCode's
+convention for the language) into a `Program` with `whole_program`: the language's head, the code as
+given, and the same harness, called with the types the question declares (Question.declared).
+
 Records (stdout, one line each, flushed as written):
   `#codelm# <idx> ok <json>`         the function returned; <json> is its value in typed.py's
                                      canonical JSON for the return type (one line)
@@ -84,6 +89,9 @@ class Renderer:
   naming: Callable[[str], str] = staticmethod(lambda name: name)  # the function's name convention
   param_naming: Callable[[str], str] | None = None                  # the parameters' (default: naming)
   reserved: frozenset[str] = frozenset()  # keywords and builtins a name must not take (renamed)
+  # BabelCode's naming convention in this language ("snake", "camel", "pascal"): a whole program's
+  # entry function is named in it (`convention_name`).
+  convention: str = "snake"
 
   @property
   def stop_sequences(self) -> tuple[str, ...]:
@@ -124,6 +132,22 @@ class Renderer:
   def program(self, question: Question, completion: str) -> Program:
     """The test program: signature_with_docstring + completion + harness over every test case."""
     raise NotImplementedError
+
+  def entry_name(self, question: Question) -> str:
+    """The entry function's name in a whole program: BabelCode's convention for this language (its
+    names, not this renderer's, since a whole program is written to BabelCode's harness)."""
+    return convention_name(question.entry_fn_name, self.convention)
+
+  @property
+  def whole_programs(self) -> bool:
+    """Whether this renderer builds whole programs (`whole_program`)."""
+    return type(self).whole_program is not Renderer.whole_program
+
+  def whole_program(self, question: Question, code: str) -> Program:
+    """The test program of a whole solution: the head BabelCode's test program has in this language
+    (its imports), the code as given, then the harness of `program`, calling `entry_name` with
+    arguments of the declared types (Question.declared) and printing the same records."""
+    raise NotImplementedError(f"{self.display_name}: whole programs are not supported")
 
   # ---- batched compilation (sandbox/batching.py); a renderer without it compiles one by one ----
 
@@ -166,6 +190,35 @@ def pascal_case(name: str) -> str:
 
 def snake_case(name: str) -> str:
   return "_".join(words(name) or [name])
+
+
+UPPER, LOWER, DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz", "0123456789"
+
+
+def convention_words(name: str) -> list[str]:
+  """BabelCode's naming tokens (utils.naming_convention): a break before an upper-case letter that
+  follows a lower-case letter or digit or precedes a lower-case letter, and before a letter or digit
+  that follows an underscore; the underscores then dropped. ASCII letters only, as there."""
+  text = ""
+  for i, char in enumerate(name):
+    before, after = name[i - 1] if i else "", name[i + 1:i + 2]
+    upper = char in UPPER
+    if i and ((upper and (before in LOWER or before in DIGITS)) or (upper and after != "" and after in LOWER)
+              or (before == "_" and (upper or char in LOWER or char in DIGITS))):
+      text += " "
+    text += char
+  return [word.replace("_", "") for word in text.split()]
+
+
+def convention_name(name: str, convention: str) -> str:
+  """`name` in BabelCode's naming convention "snake", "camel" or "pascal" (`add_1_to_a` ->
+  `add1ToA` in camel case): how BabelCode names a question's entry function in each language."""
+  words = convention_words(name)
+  if convention == "snake":
+    return "_".join(w.lower() for w in words)
+  first, rest = (words[1], words[2:]) if len(words) > 1 and not words[0] else (words[0], words[1:])
+  head = first.lower() if convention == "camel" else first.title()
+  return head + "".join(w.title() for w in rest)
 
 
 def safe_name(name: str, reserved: frozenset[str] | set[str], suffix: str = "_") -> str:

@@ -105,6 +105,51 @@ def qualified_type(t: Type) -> str:
           "tuple": f"std::tuple<{args}>", "optional": f"std::optional<{args}>"}[t.name]
 
 
+# A whole program's parameter and return types: BabelCode's C++ types for the declared leaves
+# (Question.declared; its schema_parsing C++ spec).
+DECLARED = {"boolean": "bool", "integer": "int", "long": "long long", "float": "float", "double": "double",
+            "character": "char", "string": "std::string"}
+
+
+def declared_type(t: Type) -> str:
+  """A declared type (leaves named as typed.DECLARED_SCALARS) in C++, std:: spelled out."""
+  if t.name in DECLARED:
+    return DECLARED[t.name]
+  args = ", ".join(declared_type(a) for a in t.args)
+  return {"list": f"std::vector<{args}>", "set": f"std::set<{args}>", "map": f"std::map<{args}>",
+          "tuple": f"std::tuple<{args}>"}[t.name]
+
+
+def declared_literal(t: Type, value) -> str:
+  """A C++ expression of exactly `declared_type(t)` for a typed value of the same shape. A float is
+  the double's literal converted, as BabelCode's harness passes a double literal to a float."""
+  name = t.name
+  if name == "integer":
+    return str(value) if -2 ** 31 < value < 2 ** 31 else f"static_cast<int>({literal(Type('int'), value)})"
+  if name == "long":
+    return f"static_cast<long long>({literal(Type('int'), value)})"
+  if name in ("float", "double"):
+    text = literal(Type("float"), value)
+    return text if name == "double" else f"static_cast<float>({text})"
+  if name == "boolean":
+    return "true" if value else "false"
+  if name == "character":
+    data = value.encode("utf-8", "surrogatepass")[:1] or b"\0"
+    return f"static_cast<char>({data[0]})"
+  if name == "string":
+    return string_literal(value)
+  if name == "list":
+    return f"{declared_type(t)}{{{', '.join(declared_literal(t.element, v) for v in value)}}}"
+  if name == "set":
+    return f"{declared_type(t)}{{{', '.join(declared_literal(t.element, v) for v in sorted(value))}}}"
+  if name == "map":
+    pairs = ", ".join(f"{{{declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)}}}" for k, v in value.items())
+    return f"{declared_type(t)}{{{pairs}}}"
+  if name == "tuple":
+    return f"{declared_type(t)}({', '.join(declared_literal(a, v) for a, v in zip(t.args, value))})"
+  raise AssertionError(t)
+
+
 def string_literal(text: str) -> str:
   """A std::string of the text's UTF-8 bytes: printable ASCII as is, every other byte as a
   three-digit octal escape (which cannot run into a following digit), length explicit so an
@@ -282,6 +327,7 @@ class Cpp(base.Renderer):
                              read_only=(CACHE_DIR,))
   naming = staticmethod(base.snake_case)
   reserved = RESERVED
+  convention = "camel"
 
   def signature_with_docstring(self, question: Question) -> str:
     params = ", ".join(f"{type_name(p.type)} {n}" for n, p in zip(self.params(question), question.params))
@@ -294,6 +340,23 @@ class Cpp(base.Renderer):
   def program(self, question: Question, completion: str) -> base.Program:
     text = (self.signature_with_docstring(question) + completion + "\n" + cpp_harness.HARNESS +
             f"\nint main() {{\n{self._calls(question)}  return 0;\n}}\n")
+    return base.Program(files={"main.cpp": text}, compile=(self._compile("main.cpp"),), run=("./main",))
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    """BabelCode's head (<bits/stdc++.h>, `using namespace std;`), the code, the harness; each case
+    calls `entry_name` with variables of the declared types (so a `T&` parameter binds, as in
+    BabelCode's driver) and records the value as the declared return type (the implicit conversion
+    BabelCode's `validateSolution` makes)."""
+    *params, returns = question.declared
+    name, result = self.entry_name(question), declared_type(returns)
+    calls = []
+    for case in question.test_cases:
+      # Named arguments, as BabelCode's driver has them: a `string& s` parameter binds to one.
+      args = "".join(f"{declared_type(t)} codelm_a{i} = {declared_literal(t, v)}; "
+                     for i, (t, v) in enumerate(zip(params, case.inputs)))
+      call = f"{name}({', '.join(f'codelm_a{i}' for i in range(len(params)))})"
+      calls.append(f"  codelm::run_case({case.idx}, []() {{ {args}return codelm::ok<{result}>({call}); }});\n")
+    text = PROMPT_HEAD + code + "\n" + cpp_harness.HARNESS + f"\nint main() {{\n{''.join(calls)}  return 0;\n}}\n"
     return base.Program(files={"main.cpp": text}, compile=(self._compile("main.cpp"),), run=("./main",))
 
   def _calls(self, question: Question) -> str:

@@ -21,6 +21,11 @@ void put(std::string& out, bool v);
 void put(std::string& out, long v);
 void put(std::string& out, double v);
 void put(std::string& out, const std::string& v);
+// The narrower types a whole program declares (BabelCode's int, long long, float, char).
+void put(std::string& out, int v);
+void put(std::string& out, long long v);
+void put(std::string& out, float v);
+void put(std::string& out, char v);
 template <class T> void put(std::string& out, const std::vector<T>& v);
 template <class T> void put(std::string& out, const std::set<T>& v);
 template <class K, class V> void put(std::string& out, const std::map<K, V>& v);
@@ -36,6 +41,10 @@ void put(std::string& out, double v) {
   auto result = std::to_chars(buffer, buffer + sizeof buffer, v);  // shortest round-trip form
   out.append(buffer, result.ptr);
 }
+void put(std::string& out, int v) { put(out, (long) v); }
+void put(std::string& out, long long v) { put(out, (long) v); }
+void put(std::string& out, float v) { put(out, (double) v); }
+void put(std::string& out, char v) { put(out, std::string(1, v)); }
 void put_code_unit(std::string& out, unsigned unit) {
   char buffer[8];
   std::snprintf(buffer, sizeof buffer, "\\u%04x", unit);

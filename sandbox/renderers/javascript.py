@@ -201,6 +201,7 @@ class JavaScript(base.Renderer):
   name = "javascript"
   display_name = "JavaScript"
   toolchain = base.Toolchain(binaries=(NODE,), version_command=(NODE, "--version"))
+  convention = "camel"
   # The function's closing brace is at column 0: keep "\n}" and drop the newline after it.
 
   def function_name(self, question: Question) -> str:
@@ -221,8 +222,14 @@ class JavaScript(base.Renderer):
     return f"  return {literal(question.return_type, value)};\n}}\n"
 
   def program(self, question: Question, completion: str) -> base.Program:
-    text = (self.signature_with_docstring(question) + completion + "\n" + HARNESS + "\n" +
-            harness_call(question, self.function_name(question), typed_collections=False))
+    return self._program(question, self.signature_with_docstring(question) + completion, self.function_name(question))
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    return self._program(question, code, self.entry_name(question))  # BabelCode's head is empty
+
+  def _program(self, question: Question, source: str, name: str) -> base.Program:
+    """`source` (it defines `name`), then the harness that calls `name` on every test case."""
+    text = source + "\n" + HARNESS + "\n" + harness_call(question, name, typed_collections=False)
     # main.cjs: CommonJS whatever package.json might be above /box. `node --check` first, so that a
     # syntax error is reported as a compile error, not as a run without records.
     return base.Program(files={"main.cjs": text}, compile=((NODE, "--check", "main.cjs"),),

@@ -225,12 +225,18 @@ class Lua(base.Renderer):
     return f"  return {value}\nend\n"
 
   def program(self, question: Question, completion: str) -> base.Program:
-    name = self.function_name(question)
+    return self._program(question, self.signature_with_docstring(question) + completion, self.function_name(question))
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    return self._program(question, code, self.entry_name(question))  # BabelCode's head is empty
+
+  def _program(self, question: Question, source: str, name: str) -> base.Program:
+    """`source` (it defines `name`), then the harness that calls `name` on every test case."""
     cases = "\n".join(f"  {{{idx}, function() return {name}({args}) end}},"
                       for idx, args in base.render_cases(question, literal))
     # Globals, so the chunk's 200-local limit stays with the completion; the harness copies them
     # into locals before the first call.
-    text = (self.signature_with_docstring(question) + completion + "\n\n"
+    text = (source + "\n\n"
             f"CODELM_PREFIX = {string_literal(base.RECORD_PREFIX)}\n"
             f"CODELM_RETURN_TYPE = {type_tree(question.return_type)}\n"
             f"CODELM_CASES = {{\n{cases}\n}}\n" + _HARNESS)

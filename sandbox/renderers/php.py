@@ -289,6 +289,7 @@ class Php(base.Renderer):
   name = "php"
   display_name = "PHP"
   toolchain = base.Toolchain(binaries=(PHP,), version_command=(PHP, "--version"))
+  convention = "camel"
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.snake_case(question.entry_fn_name), RESERVED)
@@ -311,10 +312,17 @@ class Php(base.Renderer):
     return f"  return {literal(question.return_type, value)};\n}}\n"
 
   def program(self, question: Question, completion: str) -> base.Program:
-    name = self.function_name(question)
+    return self._program(question, self.signature_with_docstring(question) + completion, self.function_name(question))
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    # BabelCode's head is `<?php` and the code follows on the same line's end.
+    return self._program(question, "<?php\n" + code, self.entry_name(question))
+
+  def _program(self, question: Question, source: str, name: str) -> base.Program:
+    """`source` (it defines `name`), then the harness that calls `name` on every test case."""
     cases = ",\n".join(f"  [{idx}, fn() => {name}({args})]"
                        for idx, args in base.render_cases(question, literal))
-    text = (self.signature_with_docstring(question) + completion + "\n" + HARNESS +
+    text = (source + "\n" + HARNESS +
             f"__codelm_main({string_literal(base.RECORD_PREFIX)}, "
             f"{type_tree(question.return_type)}, [\n{cases},\n]);\n")
     # `php -l` first, so that a syntax error is reported as a compile error, not as a run without

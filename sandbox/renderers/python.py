@@ -12,6 +12,12 @@ _TYPE_NAMES = {"bool": "bool", "int": "int", "float": "float", "string": "str"}
 # The prompt's head, as the other languages' prompts name their imports: HumanEval's own prompts
 # import math where the solution needs it (HumanEval/115), and a typed question does not say where.
 IMPORTS = "import math\n\n\n"
+# A whole program's head: the modules BabelCode's Python test programs import before the solution
+# (its templates/Python/header.txt), which its gold solutions use without importing (TP3's `List`,
+# MBPP's `re` and `heapq`).
+WHOLE_HEAD = ("import array\nimport bisect\nimport collections\nimport datetime\nimport functools\n"
+              "import heapq\nimport itertools\nimport math\nimport queue\nimport re\nimport string\n"
+              "import sys\nfrom typing import Any, Dict, List, Optional, Set\n\n")
 
 
 def type_name(t: Type) -> str:
@@ -54,7 +60,10 @@ def _tree(t: Type):
 
 
 # Turns a returned value into canonical JSON data, accepting only the exact built-in types: an
-# object that merely claims equality (a custom __eq__) or a subclass is refused, not compared.
+# object that merely claims equality (a custom __eq__) or a subclass is refused, not compared. Two
+# exceptions, as BabelCode's `==` and codelm's other languages read them: a float of integral value is
+# an int (240.0 for 240: R, Lua and JavaScript print ints so), and a dict subclass (Counter,
+# defaultdict) is read as the dict it is, through dict.items (its own items() is not called).
 _HARNESS = '''
 
 def _codelm_main():
@@ -69,6 +78,8 @@ def _codelm_main():
             if type(v) is not bool: raise TypeError("expected bool, got " + type(v).__name__)
             return v
         if name == "int":
+            if type(v) is float and v.is_integer():
+                v = int(v)
             if type(v) is not int: raise TypeError("expected int, got " + type(v).__name__)
             return v
         if name == "float":
@@ -88,8 +99,8 @@ def _codelm_main():
                 raise TypeError("expected a tuple of %d, got %s" % (len(args), type(v).__name__))
             return [enc(a, x) for a, x in zip(args, v)]
         if name == "map":
-            if type(v) is not dict: raise TypeError("expected dict, got " + type(v).__name__)
-            return [[enc(args[0], k), enc(args[1], x)] for k, x in v.items()]
+            if not isinstance(v, dict): raise TypeError("expected dict, got " + type(v).__name__)
+            return [[enc(args[0], k), enc(args[1], x)] for k, x in dict.items(v)]
         raise TypeError(name)
 
     for idx, call in CASES:
@@ -175,10 +186,16 @@ class Python(base.Renderer):
     return f"    return {literal(question.return_type, default_value(question.return_type))}\n"
 
   def program(self, question: Question, completion: str) -> base.Program:
-    name = self.function_name(question)
+    return self._program(question, self.signature_with_docstring(question) + completion, self.function_name(question))
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    return self._program(question, WHOLE_HEAD + code, self.entry_name(question))
+
+  def _program(self, question: Question, source: str, name: str) -> base.Program:
+    """`source` (it defines `name`), then the harness that calls `name` on every test case."""
     cases = ",\n".join(f"    ({idx}, lambda: {name}({args}))"
                        for idx, args in base.render_cases(question, literal))
-    text = (self.signature_with_docstring(question) + completion + "\n" + _HARNESS +
+    text = (source + "\n" + _HARNESS +
             f"PREFIX = {base.RECORD_PREFIX!r}\nRETURN_TYPE = {type_tree(question.return_type)}\n"
             f"CASES = [\n{cases},\n]\n_codelm_main()\n")
     return base.Program(files={"main.py": text},

@@ -436,7 +436,14 @@ class R(base.Renderer):
 
   def program(self, question: Question, completion: str, harness: str | None = "") -> base.Program:
     """`harness`: the compiled harness's file ("" looks it up, None: the program carries the source)."""
-    name = self.function_name(question)
+    return self._program(question, self.signature_with_docstring(question) + completion,
+                         self.function_name(question), harness)
+
+  def whole_program(self, question: Question, code: str, harness: str | None = "") -> base.Program:
+    return self._program(question, code, self.entry_name(question), harness)  # BabelCode's head is empty
+
+  def _program(self, question: Question, source: str, name: str, harness: str | None) -> base.Program:
+    """`source` (it defines `name`), then the harness that calls `name` on every test case."""
     cases = ",\n".join(f"  list({idx}, function() {name}({args}))"
                        for idx, args in base.render_cases(question, literal))
     if harness == "":
@@ -447,7 +454,7 @@ class R(base.Renderer):
              "base::new.env(parent = base::baseenv())))\n")
     else:
       run = _HARNESS
-    text = (self.signature_with_docstring(question) + completion + "\n\n"
+    text = (source + "\n\n"
             f"codelm_prefix <- {string_literal(base.RECORD_PREFIX)}\n"
             f"codelm_return_type <- {type_tree(question.return_type)}\n"
             f"codelm_cases <- list(\n{cases}\n)\n" + run)
