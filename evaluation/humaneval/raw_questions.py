@@ -30,8 +30,10 @@ Then, as BabelCode's generator (`generate_test_code.py`) does, questions are lef
 can build tests for: a tuple whose elements differ (no language has a type for it), an input null where
 the type has none (integer, float, boolean), an input whose value is not of its type, a set of lists.
 A null expected output stays null, except for a boolean return, which becomes false: the literal that
-BabelCode's generator writes in every language. (A null int or float output is compared as Python's
-None by BabelCode; the typed converter refuses it, and the summary names those questions.)
+BabelCode's generator writes in 15 of its 16 languages (its Python template writes `None`, so BabelCode's
+own Python tests of those questions expect None). (A null int or float output is compared as Python's
+None by BabelCode; the typed converter makes such a question's return type optional, and the summary
+names those questions.)
 
 Every question left out goes to the failures file with BabelCode's error class and message.
 """
@@ -49,6 +51,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import storage
+from sandbox.renderers.base import convention_name
 
 PY_TO_GENERIC = {"int": "integer", "str": "string", "bool": "boolean", "float": "float"}
 PRIMITIVES = ("string", "integer", "boolean", "float", "double", "character", "long")
@@ -84,7 +87,6 @@ SKIPPED = (ast.Assign, ast.With, ast.For, ast.While, ast.FunctionDef, ast.ClassD
            ast.ListComp, ast.Lambda, ast.DictComp, ast.GeneratorExp)
 # BabelCode's double test: seven digits that do not start the float's text ("0.1234567", "12345678.0").
 DOUBLE_DIGITS = re.compile(r"(?<=.)[0-9]{7}")
-LOWER, UPPER, DIGITS = "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789"
 
 
 class Rejected(Exception):
@@ -536,30 +538,6 @@ def schema(sig: Signature, cases: list[TestCase]) -> tuple[dict[str, str], str]:
 # One question: raw -> BabelCode's parsed record, then the generator's checks.
 
 
-def _words(name: str) -> list[str]:
-  """BabelCode's naming tokens (utils.naming_convention): a break before an upper-case letter that
-  follows a lower-case letter or digit or precedes a lower-case letter, and before a letter or digit
-  that follows an underscore; the underscores then dropped. ASCII letters only, as there."""
-  text = ""
-  for i, char in enumerate(name):
-    before, after = name[i - 1] if i else "", name[i + 1:i + 2]
-    upper = char in UPPER
-    if i and ((upper and (before in LOWER or before in DIGITS)) or (upper and after != "" and after in LOWER)
-              or (before == "_" and (upper or char in LOWER or char in DIGITS))):
-      text += " "
-    text += char
-  return [word.replace("_", "") for word in text.split()]
-
-
-def convention_name(name: str, convention: str) -> str:
-  words = _words(name)
-  if convention == "snake":
-    return "_".join(w.lower() for w in words)
-  first, rest = (words[1], words[2:]) if len(words) > 1 and not words[0] else (words[0], words[1:])
-  head = first.lower() if convention == "camel" else first.title()
-  return head + "".join(w.title() for w in rest)
-
-
 def parse_question(raw: dict) -> dict:
   """A raw question (its fix applied) -> BabelCode's parsed record, as its converter writes it
   (convert_dataset.py); Rejected says why not."""
@@ -692,7 +670,8 @@ def _nested(type_: SchemaType, value: Any, kind: str) -> None:
 
 def boolean_nulls_to_false(record: dict) -> dict:
   """A null expected output of a boolean function is false: the literal BabelCode's generator writes
-  for it in every language (translation.primitive_translator: `'true' if t else 'false'`)."""
+  for it in every language but Python (translation.primitive_translator: `'true' if t else 'false'`;
+  Python's writes `str(None)`)."""
   if record["schema"]["return"]["type"] == "boolean":
     for case in record["test_list"]:
       if case["outputs"] is None:
@@ -818,7 +797,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  {count:4d}  {stage:8s}  {error}: {reason}")
   if result.null_outputs:
     print(f"note: {len(result.null_outputs)} kept with a null expected int or float output, which BabelCode "
-          f"compares as Python's None and the typed converter leaves out: {', '.join(result.null_outputs)}")
+          f"compares as Python's None (the typed converter makes their return type optional): "
+          f"{', '.join(result.null_outputs)}")
   if not result.questions:
     print(f"error: no question of {args.raw} was written", file=sys.stderr)
     return 1
