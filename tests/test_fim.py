@@ -188,7 +188,7 @@ class _VocabularyWithoutFim:
 def test_a_vocabulary_without_sentinels_is_refused_for_fim_naming_its_file(vocabulary, special):
   with pytest.raises(ValueError, match=r"/runs/old/spm\.model has no <fim_prefix> / <fim_suffix> / <fim_middle>"):
     fim.FimIds.of(_VocabularyWithoutFim())
-  with pytest.raises(ValueError, match="UL2Config.fim_rate must be within"):
+  with pytest.raises(ValueError, match="UL2Config.fim_rate must be a number within"):
     UL2Config(fim_rate=1.5)
 
 

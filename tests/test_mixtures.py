@@ -172,4 +172,4 @@ def test_fim_mixture_delivers_its_token_shares_and_objective_rates(corpus):
 def test_fim_flags_out_of_range_are_refused_by_name(tmp_path, capsys):
   with pytest.raises(SystemExit):
     mixtures.main(["--corpus", str(tmp_path), "--fim_rate", "1.5"])
-  assert "--fim_rate must be within [0, 1], got 1.5" in capsys.readouterr().err
+  assert "--fim_rate must be a number within [0, 1], got 1.5" in capsys.readouterr().err
