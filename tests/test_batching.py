@@ -18,6 +18,7 @@ import pytest
 from sandbox import batching, execution, typed
 from sandbox.judge import Status, judge
 from sandbox.renderers import MODULES, base, get
+from toolchains import renderer_or_skip
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
@@ -28,14 +29,6 @@ BATCHED = sorted(name for name in MODULES if type(get(name)).build is not base.R
 def solutions(language: str) -> dict:
   with open(os.path.join(HERE, "solutions", f"{language}.json"), encoding="utf-8") as f:
     return json.load(f)
-
-
-def renderer_or_skip(language: str):
-  renderer = get(language)
-  lacking = execution.missing(renderer.toolchain)
-  if lacking:
-    pytest.skip(f"{language}: toolchain missing ({', '.join(lacking)}); run `make toolchains`")
-  return renderer
 
 
 def in_parallel(renderer, jobs, batch_size):

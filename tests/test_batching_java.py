@@ -19,6 +19,7 @@ import pytest
 from sandbox import batching, execution, typed
 from sandbox.judge import Status, judge
 from sandbox.renderers import get, java
+import toolchains
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
@@ -27,10 +28,7 @@ GCD = QUESTIONS["HumanEval/13"]  # greatest_common_divisor(long a, long b) -> lo
 
 
 def renderer_or_skip():
-  renderer = get("java")
-  lacking = execution.missing(renderer.toolchain)
-  if lacking:
-    pytest.skip(f"java: toolchain missing ({', '.join(lacking)}); run `make toolchains`")
+  renderer = toolchains.renderer_or_skip("java")
   if java.batch_dir() is None:
     pytest.skip("java: the batch driver could not be built")
   return renderer

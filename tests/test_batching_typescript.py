@@ -22,20 +22,13 @@ import pytest
 from sandbox import batching, execution, typed
 from sandbox.judge import Status, judge
 from sandbox.renderers import base, get, javascript, typescript
+from toolchains import renderer_or_skip
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
 LIMITS = execution.Limits(timeout_s=5, compile_timeout_s=60)
 CLOSE = QUESTIONS["HumanEval/0"]  # hasCloseElements(numbers: number[], threshold: number): boolean
 FLIP = QUESTIONS["HumanEval/27"]  # flipCase(string: string): string
-
-
-def renderer_or_skip():
-  renderer = get("typescript")
-  lacking = execution.missing(renderer.toolchain)
-  if lacking:
-    pytest.skip(f"typescript: toolchain missing ({', '.join(lacking)}); run `make toolchains`")
-  return renderer
 
 
 def batched_and_alone(renderer, jobs):
@@ -86,7 +79,7 @@ def test_batchable_refuses_what_could_name_a_file(why):
 
 
 def test_the_projects_options_are_the_command_lines():
-  renderer_or_skip()
+  renderer_or_skip("typescript")
 
   def show(directory: str, argv: list[str]) -> dict:
     result = subprocess.run([typescript.TSC, *argv, "--showConfig"], cwd=directory, capture_output=True,
@@ -123,7 +116,7 @@ def test_a_build_runs_each_member_from_its_own_files():
 
 
 def test_members_emit_what_they_emit_alone():
-  renderer = renderer_or_skip()
+  renderer = renderer_or_skip("typescript")
   with open(os.path.join(HERE, "solutions", "typescript.json"), encoding="utf-8") as f:
     solutions = json.load(f)
   jobs = [(QUESTIONS[qid], code) for kind in ("correct", "wrong") for qid, code in solutions[kind].items()]
@@ -148,7 +141,7 @@ def test_members_emit_what_they_emit_alone():
 
 
 def test_each_member_is_a_program_of_its_own():
-  renderer = renderer_or_skip()
+  renderer = renderer_or_skip("typescript")
   jobs = [
       # Declares globals, a global augmentation and a helper after its function...
       (FLIP, "  return string.codelmShout();\n}\ninterface String { codelmShout(): string }\n"

@@ -27,6 +27,7 @@ import pytest
 from sandbox import batching, execution, typed
 from sandbox.judge import Case, Status, judge
 from sandbox.renderers import MODULES, get
+from toolchains import renderer_or_skip
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
@@ -43,14 +44,6 @@ def solutions(language: str) -> dict:
     pytest.fail(f"{path} is missing")
   with open(path, encoding="utf-8") as f:
     return json.load(f)
-
-
-def renderer_or_skip(language: str):
-  renderer = get(language)
-  lacking = execution.missing(renderer.toolchain)
-  if lacking:
-    pytest.skip(f"{language}: toolchain missing ({', '.join(lacking)}); run `make toolchains`")
-  return renderer
 
 
 def run(renderer, question, completion, limits=LIMITS):
