@@ -45,6 +45,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 from sandbox.renderers import base, cpp_harness, lexing, literals
 from sandbox.typed import Question, Type, default_value
@@ -84,25 +85,24 @@ unordered_set multiset priority_queue isdigit isalpha isupper islower toupper to
 RESERVED = KEYWORDS | STD_NAMES
 
 
+def _spelled(t: Type, leaves: dict[str, str], std: str) -> str:
+  """A type in C++: `leaves` for its leaf types, the containers with the `std` prefix ("" or "std::")."""
+  if t.name in leaves:
+    return leaves[t.name]
+  args = ", ".join(_spelled(a, leaves, std) for a in t.args)
+  return {"list": f"{std}vector<{args}>", "set": f"{std}set<{args}>", "map": f"{std}map<{args}>",
+          "tuple": f"{std}tuple<{args}>", "optional": f"{std}optional<{args}>"}[t.name]
+
+
 def type_name(t: Type) -> str:
   """The type as the prompt writes it (under `using namespace std;`)."""
-  scalar = {"bool": "bool", "int": "long", "float": "double", "string": "string"}
-  if t.name in scalar:
-    return scalar[t.name]
-  args = ", ".join(type_name(a) for a in t.args)
-  return {"list": f"vector<{args}>", "set": f"set<{args}>", "map": f"map<{args}>",
-          "tuple": f"tuple<{args}>", "optional": f"optional<{args}>"}[t.name]
+  return _spelled(t, {"bool": "bool", "int": "long", "float": "double", "string": "string"}, "")
 
 
 def qualified_type(t: Type) -> str:
   """The type with std:: spelled out, for the harness (independent of what the completion
   declares)."""
-  scalar = {"bool": "bool", "int": "long", "float": "double", "string": "std::string"}
-  if t.name in scalar:
-    return scalar[t.name]
-  args = ", ".join(qualified_type(a) for a in t.args)
-  return {"list": f"std::vector<{args}>", "set": f"std::set<{args}>", "map": f"std::map<{args}>",
-          "tuple": f"std::tuple<{args}>", "optional": f"std::optional<{args}>"}[t.name]
+  return _spelled(t, {"bool": "bool", "int": "long", "float": "double", "string": "std::string"}, "std::")
 
 
 # A whole program's parameter and return types: BabelCode's C++ types for the declared leaves
@@ -113,11 +113,24 @@ DECLARED = {"boolean": "bool", "integer": "int", "long": "long long", "float": "
 
 def declared_type(t: Type) -> str:
   """A declared type (leaves named as typed.DECLARED_SCALARS) in C++, std:: spelled out."""
-  if t.name in DECLARED:
-    return DECLARED[t.name]
-  args = ", ".join(declared_type(a) for a in t.args)
-  return {"list": f"std::vector<{args}>", "set": f"std::set<{args}>", "map": f"std::map<{args}>",
-          "tuple": f"std::tuple<{args}>"}[t.name]
+  return _spelled(t, DECLARED, "std::")
+
+
+def _composite(t: Type, value, element: Callable[[Type, object], str], spelled: Callable[[Type], str]) -> str:
+  """A container's C++ expression of exactly `spelled(t)`, its elements written by `element`."""
+  name = t.name
+  if name == "optional":
+    return f"{spelled(t)}({'std::nullopt' if value is None else element(t.element, value)})"
+  if name == "list":
+    return f"{spelled(t)}{{{', '.join(element(t.element, v) for v in value)}}}"
+  if name == "set":
+    return f"{spelled(t)}{{{', '.join(element(t.element, v) for v in sorted(value))}}}"
+  if name == "map":
+    pairs = ", ".join(f"{{{element(t.args[0], k)}, {element(t.args[1], v)}}}" for k, v in value.items())
+    return f"{spelled(t)}{{{pairs}}}"
+  if name == "tuple":
+    return f"{spelled(t)}({', '.join(element(a, v) for a, v in zip(t.args, value))})"
+  raise AssertionError(t)
 
 
 def declared_literal(t: Type, value) -> str:
@@ -138,16 +151,7 @@ def declared_literal(t: Type, value) -> str:
     return f"static_cast<char>({data[0]})"
   if name == "string":
     return string_literal(value)
-  if name == "list":
-    return f"{declared_type(t)}{{{', '.join(declared_literal(t.element, v) for v in value)}}}"
-  if name == "set":
-    return f"{declared_type(t)}{{{', '.join(declared_literal(t.element, v) for v in sorted(value))}}}"
-  if name == "map":
-    pairs = ", ".join(f"{{{declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)}}}" for k, v in value.items())
-    return f"{declared_type(t)}{{{pairs}}}"
-  if name == "tuple":
-    return f"{declared_type(t)}({', '.join(declared_literal(a, v) for a, v in zip(t.args, value))})"
-  raise AssertionError(t)
+  return _composite(t, value, declared_literal, declared_type)
 
 
 def string_literal(text: str) -> str:
@@ -175,19 +179,7 @@ def literal(t: Type, value) -> str:
     return repr(float(value))
   if name == "string":
     return string_literal(value)
-  if name == "optional":
-    inner = "std::nullopt" if value is None else literal(t.element, value)
-    return f"{qualified_type(t)}({inner})"
-  if name == "list":
-    return f"{qualified_type(t)}{{{', '.join(literal(t.element, v) for v in value)}}}"
-  if name == "set":
-    return f"{qualified_type(t)}{{{', '.join(literal(t.element, v) for v in sorted(value))}}}"
-  if name == "map":
-    pairs = ", ".join(f"{{{literal(t.args[0], k)}, {literal(t.args[1], v)}}}" for k, v in value.items())
-    return f"{qualified_type(t)}{{{pairs}}}"
-  if name == "tuple":
-    return f"{qualified_type(t)}({', '.join(literal(a, v) for a, v in zip(t.args, value))})"
-  raise AssertionError(t)
+  return _composite(t, value, literal, qualified_type)
 
 
 def doc_comment(description: str) -> str:

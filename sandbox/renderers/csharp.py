@@ -11,6 +11,11 @@ brace, any helpers and the class's closing brace at column 0, where it is cut (`
 The harness is a second class after it, named as the entry point with `-main:` so a `Main` the
 model writes inside Solution does not collide with it.
 
+A whole program (`whole_program`) is BabelCode's head (its using directives, less System.Web's two:
+mono here has no System.Web assemblies), the code, then the harness, called with BabelCode's declared
+types (a double is a decimal there); the value is turned into the typed one (decimal -> double, char
+-> string) in main.cs, so the runtime library is the completions' own.
+
 mcs itself and mscorlib are ahead-of-time compiled by Debian (/usr/lib/mono/aot-cache), so a
 program compiles in about 0.15 CPU seconds and runs in about 0.02; `-noconfig` (only the assemblies
 named) saves another 10%.
@@ -72,12 +77,13 @@ import math
 import os
 import re
 import shutil
+import struct
 import subprocess
 import threading
 import unicodedata
 
 from sandbox.renderers import base, cache, literals
-from sandbox.typed import Question, Type, default_value
+from sandbox.typed import Question, Type, default_value, walk_types
 
 MONO = "/usr/bin/mono-sgen"  # /usr/bin/mono links to it; /usr/bin/mcs is a shell wrapper around it
 MCS = "/usr/lib/mono/4.5/mcs.exe"
@@ -195,6 +201,124 @@ def literal(t: Type, value) -> str:
   if name == "tuple":
     items = ", ".join(literal(a, v) for a, v in zip(t.args, value))
     return f"ValueTuple.Create({items})" if len(t.args) == 1 else f"({items})"
+  raise AssertionError(t)
+
+
+# ---- whole programs (Renderer.whole_program) --------------------------------------------------
+
+# BabelCode's C# head (templates/CSharp/header.txt) less `using System.Web.UI;` and `using
+# System.Web.Script.Serialization;`: mono here has no System.Web.dll or System.Web.Extensions.dll
+# (BabelCode references both), and mcs refuses a using directive whose namespace it cannot find.
+WHOLE_USINGS = ("System", "System.Numerics", "System.Diagnostics", "System.Collections.Generic", "System.Linq",
+                "System.Text", "System.Security.Cryptography")
+# The class BabelCode's driver instantiates: a question's entry_cls_name, which is always BabelCode's
+# default (typed questions do not carry one).
+ENTRY_CLASS = "Solution"
+# BabelCode's C# types (its schema_parsing C# spec): a double is a decimal.
+DECLARED = {"boolean": "bool", "integer": "int", "long": "long", "float": "float", "double": "decimal",
+            "character": "char", "string": "string"}
+MAX_DECIMAL = 7.9e28  # about decimal.MaxValue: a larger decimal literal does not compile
+_GENERIC = "global::System.Collections.Generic."
+# The harness's conversions of a returned container whose elements are decimals or chars.
+WHOLE_HELPERS = f"""
+    static {_GENERIC}List<object> Items<T>({_GENERIC}IEnumerable<T> items, global::System.Func<T, object> typed) {{
+        if (items == null) return null;
+        var list = new {_GENERIC}List<object>();
+        foreach (T item in items) list.Add(typed(item));
+        return list;
+    }}
+
+    static {_GENERIC}Dictionary<object, object> Pairs<K, V>({_GENERIC}IDictionary<K, V> map,
+            global::System.Func<K, object> key, global::System.Func<V, object> value) {{
+        if (map == null) return null;
+        var pairs = new {_GENERIC}Dictionary<object, object>();
+        foreach (var entry in map) pairs.Add(key(entry.Key), value(entry.Value));
+        return pairs;
+    }}
+"""
+
+
+def declared_type(t: Type) -> str:
+  """A declared type (leaves named as typed.DECLARED_SCALARS) as BabelCode writes it in C#; a tuple
+  (which BabelCode has not in C#) as the completions' ValueTuple."""
+  if t.name in DECLARED:
+    return DECLARED[t.name]
+  args = [declared_type(a) for a in t.args]
+  if t.name == "tuple":
+    if not 1 <= len(args) <= MAX_TUPLE:
+      raise ValueError(f"C#: tuples of {len(args)} items are not supported (1 to {MAX_TUPLE})")
+    return f"ValueTuple<{', '.join(args)}>"  # mcs does not parse `(long, char) a0 = ...;` as a statement
+  return {"list": f"List<{args[0]}>", "set": f"HashSet<{args[0]}>",
+          "map": f"Dictionary<{', '.join(args)}>"}[t.name]
+
+
+def declared_literal(t: Type, value) -> str:
+  """A C# expression of exactly `declared_type(t)` for a typed value of the same shape, written as
+  BabelCode writes its literals (1, 1.5f, 1.5m)."""
+  name = t.name
+  if name == "integer":  # out of range: wrapped, as C++'s static_cast (BabelCode's would not compile)
+    return str(value) if -2 ** 31 <= value < 2 ** 31 else f"unchecked((int) {literal(Type('int'), value)})"
+  if name == "long":
+    return literal(Type("int"), value)
+  if name == "float":
+    if not math.isfinite(value):
+      return "float.NaN" if math.isnan(value) else f"float.{'Positive' if value > 0 else 'Negative'}Infinity"
+    return f"{value!r}f" if _float_literal(value) else f"(float) {value!r}"
+  if name == "double":
+    if math.isfinite(value) and abs(value) < MAX_DECIMAL:
+      return f"{value!r}m"
+    # No decimal holds it: the case throws (an OverflowException), where BabelCode's would not compile.
+    return f"global::System.Convert.ToDecimal({literal(Type('float'), value)})"
+  if name == "boolean":
+    return "true" if value else "false"
+  if name == "character":  # its first UTF-16 unit, as a C# char holds
+    unit = value.encode("utf-16-le", "surrogatepass")[:2]
+    return f"(char) {int.from_bytes(unit, 'little')}"
+  if name == "string":
+    return string_literal(value)
+  if name in ("list", "set"):
+    items = value if name == "list" else sorted(value)
+    return f"new {declared_type(t)} {{" + ", ".join(declared_literal(t.element, v) for v in items) + "}"
+  if name == "map":
+    entries = ", ".join(f"{{{declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)}}}"
+                        for k, v in value.items())
+    return f"new {declared_type(t)} {{{entries}}}"
+  if name == "tuple":
+    items = ", ".join(declared_literal(a, v) for a, v in zip(t.args, value))
+    return f"ValueTuple.Create({items})" if len(t.args) == 1 else f"({items})"
+  raise AssertionError(t)
+
+
+def _float_literal(value: float) -> bool:
+  """Whether `<repr>f` is a float literal mcs takes and keeps (it refuses one that overflows and
+  makes 0 of one too small)."""
+  single = struct.unpack("f", struct.pack("f", value))[0]  # rounded to the nearest float (inf past it)
+  return value == 0 or (single != 0 and math.isfinite(single))
+
+
+def _converts(t: Type) -> bool:
+  return any(x.name in ("double", "character") for x in walk_types(t))
+
+
+def typed_value(t: Type, expr: str, depth: int = 0) -> str:
+  """A C# expression turning `expr`, of declared_type(t), into a value the runtime encodes as the
+  typed type: a decimal as a double, a char as a string; a container rebuilt (as objects) only where
+  one of its elements is turned."""
+  if not _converts(t):
+    return expr
+  if t.name == "double":
+    return f"(double) {expr}"
+  if t.name == "character":
+    return f"{expr}.ToString()"
+  x = f"codelmX{depth}"  # nested lambdas' parameters must differ
+  if t.name in ("list", "set"):
+    return f"Items({expr}, ({x}) => {typed_value(t.element, x, depth + 1)})"
+  if t.name == "map":
+    return (f"Pairs({expr}, ({x}) => {typed_value(t.args[0], x, depth + 1)}, "
+            f"({x}) => {typed_value(t.args[1], x, depth + 1)})")
+  if t.name == "tuple":
+    items = [typed_value(a, f"{expr}.Item{i + 1}", depth) for i, a in enumerate(t.args)]
+    return f"new global::System.ValueTuple<{', '.join(['object'] * len(items))}>({', '.join(items)})"
   raise AssertionError(t)
 
 
@@ -388,6 +512,7 @@ def _unescaped(text: str) -> str:
 class CSharp(base.Renderer):
   name = "csharp"
   display_name = "C#"
+  convention = "pascal"
   toolchain = base.Toolchain(binaries=(MONO, MCS), version_command=(MONO, "--version"),
                              read_only=("/etc/mono", CACHE_DIR))
   # The class closes at column 0; everything before it (the method and any helpers) is kept.
@@ -424,9 +549,38 @@ class CSharp(base.Renderer):
                "    public object Call(int i) {\n        switch (i) {\n" + calls
                + "            default: throw new InvalidOperationException(\"no case \" + i);\n"
                "        }\n    }\n}\n")
+    return self._compiled(self.signature_with_docstring(question) + completion + "\n\n" + harness, runtime)
+
+  def whole_program(self, question: Question, code: str, runtime: str | None = "") -> base.Program:
+    """BabelCode's head (WHOLE_USINGS), the code, then the harness: each case assigns
+    `new Solution().<entry_name>(...)`, called with variables of the declared types, to a variable of
+    the declared return type (as BabelCode's driver does) and hands `typed_value` of it to the
+    runtime. `runtime` as for `program`."""
+    *params, returns = question.declared
+    name = self.entry_name(question)
+    calls = []
+    for i, case in enumerate(question.test_cases):
+      args = "".join(f"{declared_type(t)} a{k} = {declared_literal(t, v)}; "
+                     for k, (t, v) in enumerate(zip(params, case.inputs)))
+      call = f"new {ENTRY_CLASS}().{name}({', '.join(f'a{k}' for k in range(len(params)))})"
+      calls.append(f"            case {i}: {{ {args}{declared_type(returns)} codelmResult = {call}; "
+                   f"return {typed_value(returns, 'codelmResult')}; }}\n")
+    harness = (f"sealed class {HARNESS_CLASS} : {RUNTIME_CLASS}.ICases {{\n"
+               "    static void Main() {\n"
+               f"        {RUNTIME_CLASS}.Run({type_tree(question.return_type)},\n"
+               "            new long[] {" + ", ".join(str(case.idx) for case in question.test_cases) + "}, "
+               f"new {HARNESS_CLASS}());\n    }}\n\n"
+               "    public object Call(int i) {\n        switch (i) {\n" + "".join(calls)
+               + "            default: throw new global::System.InvalidOperationException(\"no case \" + i);\n"
+               "        }\n    }\n" + (WHOLE_HELPERS if _converts(returns) else "") + "}\n")
+    head = "".join(f"using {u};\n" for u in WHOLE_USINGS)
+    return self._compiled(f"{head}\n{code}\n\n{harness}", runtime)
+
+  def _compiled(self, text: str, runtime: str | None) -> base.Program:
+    """main.cs (`text`) compiled against the runtime library (module docstring), or carrying its
+    source; run by mono."""
     if runtime == "":
       runtime = runtime_dir()
-    text = self.signature_with_docstring(question) + completion + "\n\n" + harness
     if runtime:
       # The run finds the library through MONO_PATH (module docstring): the box holds main.cs and
       # main.exe only, as before. Without System.dll when nothing in the text can reach it.

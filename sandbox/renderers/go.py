@@ -12,6 +12,10 @@ on what the completion uses. A body cannot import, so the program also imports a
 package the completion names (`md5.Sum` -> crypto/md5; EXTRA_IMPORTS), with such a use too. The prompt ends after the function's opening brace; a completion is the
 body and the closing brace at column 0, where it is cut (`stop_sequences`).
 
+A whole program (`whole_program`) is BabelCode's head and the solution as main.go (its own imports
+may follow the head) and the harness as the second file, calling the entry with BabelCode's Go types
+(integer -> int, long -> int64, float and double -> float64, character -> rune, set -> map[T]bool).
+
 Built with the Go toolchain's own compiler and linker (`go tool compile` + `go tool link` against
 the standard library archives Go 1.19 ships in $GOROOT/pkg): about 0.1 s less per program than
 `go run` or `go build`, whose start-up and cache bookkeeping dominate a one-file program. Where the
@@ -60,7 +64,7 @@ import re
 from collections.abc import Sequence
 
 from sandbox.renderers import base, go_harness, lexing, literals
-from sandbox.typed import Question, Type, default_value
+from sandbox.typed import DECLARED_SCALARS, Question, Type, default_value
 
 GO = next((p for p in ("/usr/lib/go-1.19/bin/go", "/usr/bin/go") if os.path.exists(p)),
           "/usr/lib/go-1.19/bin/go")
@@ -203,6 +207,82 @@ def type_tree(t: Type) -> str:
 
 def doc_comment(description: str) -> str:
   return "".join(f"// {line}".rstrip() + "\n" for line in base.doc_lines(description))
+
+
+# ---- whole programs (Go.whole_program) ----
+
+# BabelCode's Go head (templates/Go/header.txt), and uses of its imports after the code, which its
+# main makes (`var _ = reflect.DeepEqual` ...): a solution need not use them, and may import more.
+WHOLE_HEAD = 'package main\n\nimport (\n\t"fmt"\n\t"reflect"\n\t"math"\n\t"sort"\n)\n\n'
+WHOLE_USES = "var _ = fmt.Sprint\nvar _ = reflect.DeepEqual\nvar _ = math.Abs\nvar _ = sort.Sort\n"
+# BabelCode's Go types for the declared leaves (its schema_parsing Go spec).
+DECLARED = {"boolean": "bool", "integer": "int", "long": "int64", "float": "float64", "double": "float64",
+            "character": "rune", "string": "string"}
+# The harness's packages are imported as codelm_<name>: a package-level name of the solution (a
+# variable `strings`) would clash with a plain import of another file of the package.
+_ALIAS = "codelm_"
+
+
+def _aliased_harness() -> str:
+  imports, rest = go_harness.HARNESS.split(")\n", 1)
+  names = re.findall(r'^\t"(?:[\w/]+/)?(\w+)"$', imports, re.MULTILINE)
+  imports = re.sub(r'^\t"(?:[\w/]+/)?(\w+)"$', lambda m: f"\t{_ALIAS}{m[1]} {m[0].strip()}", imports,
+                   flags=re.MULTILINE)
+  rest = re.sub(rf"(?<![\w.])({'|'.join(names)})\.", rf"{_ALIAS}\1.", rest)
+  return imports + ")\n" + rest
+
+
+WHOLE_HARNESS = _aliased_harness()
+
+
+def declared_type(t: Type) -> str:
+  """A declared type (leaves named as typed.DECLARED_SCALARS) in Go. A tuple, which BabelCode never
+  declares (it lists a homogeneous one and refuses others), is what the prompts make of one."""
+  if t.name in DECLARED:
+    return DECLARED[t.name]
+  if t.name == "list":
+    return f"[]{declared_type(t.element)}"
+  if t.name == "set":
+    return f"map[{declared_type(t.element)}]bool"
+  if t.name == "map":
+    return f"map[{declared_type(t.args[0])}]{declared_type(t.args[1])}"
+  if t.name == "tuple":
+    if _homogeneous(t):
+      return f"[{len(t.args)}]{declared_type(t.args[0])}"
+    return "struct{ " + "; ".join(f"F{i} {declared_type(a)}" for i, a in enumerate(t.args)) + " }"
+  raise AssertionError(t)
+
+
+def declared_literal(t: Type, value) -> str:
+  """A Go expression of exactly `declared_type(t)` (in WHOLE_HARNESS's file): a leaf is a typed
+  constant, so an argument binds as BabelCode's driver variable does (an int64 to no int)."""
+  name = t.name
+  if name in ("float", "double"):
+    return literal(Type("float"), value).replace("math.", f"{_ALIAS}math.")
+  if name == "character":  # the string's first character (BabelCode's are one long)
+    return f"rune({ord(value[0]) if value else 0})"
+  if name == "boolean":
+    return f"bool({'true' if value else 'false'})"
+  if name == "string":
+    return f"string({string_literal(value)})"
+  if name in ("integer", "long"):
+    return f"{DECLARED[name]}({value})"
+  if name == "list":
+    return f"{declared_type(t)}{{{', '.join(declared_literal(t.element, v) for v in value)}}}"
+  if name == "set":
+    return f"{declared_type(t)}{{{', '.join(f'{declared_literal(t.element, v)}: true' for v in sorted(value))}}}"
+  if name == "map":
+    pairs = ", ".join(f"{declared_literal(t.args[0], k)}: {declared_literal(t.args[1], v)}" for k, v in value.items())
+    return f"{declared_type(t)}{{{pairs}}}"
+  if name == "tuple":
+    return f"{declared_type(t)}{{{', '.join(declared_literal(a, v) for a, v in zip(t.args, value))}}}"
+  raise AssertionError(t)
+
+
+def declared_tree(t: Type) -> str:
+  """The declared type as the harness's codelmType: typed names, but "char" for a rune."""
+  name = "char" if t.name == "character" else DECLARED_SCALARS.get(t.name, t.name)
+  return f'codelmType{{"{name}", []codelmType{{{", ".join(declared_tree(a) for a in t.args)}}}}}'
 
 
 # ---- batched compilation (module docstring) ----
@@ -358,6 +438,7 @@ class Go(base.Renderer):
                              version_command=(GO, "version"), read_only=())
   naming = staticmethod(base.camel_case)
   reserved = RESERVED
+  convention = "camel"
 
   def signature_with_docstring(self, question: Question) -> str:
     return self._source_head(question, ())
@@ -379,14 +460,24 @@ class Go(base.Renderer):
     solution = (self._source_head(question, [EXTRA_IMPORTS[n][0] for n in extra]) + completion +
                 "\n\n" + uses)
     harness = go_harness.HARNESS + self._calls(question) + "}\n"
-    files = {"main.go": solution, "codelm_harness.go": harness}
-    env = dict(ENV)
-    if DIRECT:
-      return base.Program(
-          files=files, env=env, run=("./main",),
-          compile=((COMPILE, "-p", "main", "-complete", "-o", "main.a", "main.go", "codelm_harness.go"),
-                   (LINK, "-s", "-w", "-o", "main", "main.a")))
-    return base.Program(files=files, env=env, run=(GO, "run", "main.go", "codelm_harness.go"))
+    return _program({"main.go": solution, "codelm_harness.go": harness})
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    """main.go: BabelCode's head (package main, imports fmt, reflect, math, sort), the code, then uses
+    of those imports (BabelCode's main makes them); codelm_harness.go: the harness, its imports
+    aliased (WHOLE_HARNESS), whose main calls `entry_name` with constants of the declared types
+    and assigns the value to a variable of the declared return type, as BabelCode's driver does."""
+    *params, returns = question.declared
+    name, result = self.entry_name(question), declared_type(returns)
+    items = ["result"]
+    if returns.name == "tuple":  # codelmEncode takes a tuple's items as separate results
+      items = [f"result[{i}]" if _homogeneous(returns) else f"result.F{i}" for i in range(len(returns.args))]
+    calls = "".join(f"\tcodelmRun(out, {case.idx}, func() string {{\n"
+                    f"\t\tvar result {result} = {name}({', '.join(map(declared_literal, params, case.inputs))})\n"
+                    f"\t\treturn codelmEncode(returnType, {', '.join(items)})\n\t}})\n"
+                    for case in question.test_cases)
+    harness = WHOLE_HARNESS + f"\treturnType := {declared_tree(returns)}\n\t_ = returnType\n" + calls + "}\n"
+    return _program({"main.go": WHOLE_HEAD + code + "\n\n" + WHOLE_USES, "codelm_harness.go": harness})
 
   def batchable(self, question: Question, completion: str) -> bool:
     """Module docstring: the rest of its function and nothing more, no directive, nothing named
@@ -436,6 +527,16 @@ class Go(base.Renderer):
         f"\tcodelmRun(out, {idx}, func() string {{\n\t\t{results} := {name}({args})\n"
         f"\t\treturn codelmEncode(returnType, {results})\n\t}})\n"
         for idx, args in base.render_cases(question, literal))
+
+
+def _program(files: dict[str, str]) -> base.Program:
+  """main.go and codelm_harness.go compiled as package main (module docstring)."""
+  if DIRECT:
+    return base.Program(
+        files=files, env=dict(ENV), run=("./main",),
+        compile=((COMPILE, "-p", "main", "-complete", "-o", "main.a", "main.go", "codelm_harness.go"),
+                 (LINK, "-s", "-w", "-o", "main", "main.a")))
+  return base.Program(files=files, env=dict(ENV), run=(GO, "run", "main.go", "codelm_harness.go"))
 
 
 RENDERER = Go()

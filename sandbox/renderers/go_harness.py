@@ -77,6 +77,8 @@ func codelmPut(b *strings.Builder, t codelmType, v reflect.Value) {
 		}
 	case "string":
 		codelmString(b, v.String())
+	case "char": // a whole program's rune (BabelCode's character): the string of it
+		codelmString(b, string(rune(v.Int())))
 	case "list":
 		b.WriteByte('[')
 		for i := 0; i < v.Len(); i++ {

@@ -8,6 +8,12 @@ into its JSON text by a type-directed encoder and that text is forced completely
 the case's `try`, so a lazy `error`, a failed pattern match or a division by zero buried in the value
 is that case's exception and the next case still runs.
 
+Whole programs (BabelCode's solutions): Solution.hs is `module Solution where`, BabelCode's header
+imports, then the code as given (its own imports, first, join the import block); Main.hs is the same
+harness, calling `Solution.<entry>` with each argument annotated with BabelCode's declared type and
+the result with the declared return type (integer and long are Integer, float and double Double,
+character Char, as BabelCode's driver types them).
+
 Compiled with `ghc -O0 -dynamic` (~0.4 CPU s a program; static linking costs ~0.2 s more). runghc
 starts ~0.1 s sooner but interprets the completion (slow on compute-heavy cases) and would report a
 type error as a crash at run time instead of a compile error.
@@ -207,6 +213,73 @@ def encoder(t: Type) -> str:
   raise AssertionError(t)
 
 
+def declared_type(t: Type, argument: bool = False) -> str:
+  """A declared type (leaves named as typed.DECLARED_SCALARS) as BabelCode writes it in Haskell;
+  `argument`: applied to a type constructor, so applications need ()."""
+  if t.name in DECLARED:
+    return DECLARED[t.name]
+  if t.name == "list":
+    return f"[{declared_type(t.element)}]"
+  if t.name == "tuple":  # not in BabelCode's data; a typed question's tuple, as `type_name` writes it
+    if len(t.args) == 1:
+      return declared_type(t.args[0], argument)
+    return "(" + ", ".join(declared_type(a) for a in t.args) + ")"
+  if t.name == "set":
+    text = f"Set.Set {declared_type(t.element, True)}"
+  elif t.name == "map":
+    text = f"Map.Map {declared_type(t.args[0], True)} {declared_type(t.args[1], True)}"
+  else:
+    raise AssertionError(t)
+  return f"({text})" if argument else text
+
+
+def declared_literal(t: Type, value) -> str:
+  """A Haskell expression for a typed value of the declared type `t` (annotated by the caller)."""
+  name = t.name
+  if name in ("integer", "long"):  # an Integer: -2^63 needs no minBound
+    return f"({value})" if value < 0 else str(value)
+  if name in ("float", "double"):
+    return _number(Type("float"), value)
+  if name == "character":  # the string's first character, as BabelCode's character data holds one
+    return "'" + literals.escape(value[:1] or "\0", lambda code: f"\\{code}", specials="'\\") + "'"
+  if name == "boolean":
+    return "True" if value else "False"
+  if name == "string":
+    return string_literal(value)
+  if name == "list":
+    return "[" + ", ".join(declared_literal(t.element, v) for v in value) + "]"
+  if name == "set":
+    return "(Set.fromList [" + ", ".join(declared_literal(t.element, v) for v in sorted(value)) + "])"
+  if name == "map":
+    return "(Map.fromList [" + ", ".join(
+        f"({declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)})" for k, v in value.items()) + "])"
+  if name == "tuple":
+    if len(t.args) == 1:
+      return declared_literal(t.args[0], value[0])
+    return "(" + ", ".join(declared_literal(a, v) for a, v in zip(t.args, value)) + ")"
+  raise AssertionError(t)
+
+
+def declared_encoder(t: Type) -> str:
+  """`encoder` for a declared type: `t -> String`, the canonical JSON of its typed value."""
+  leaves = {"boolean": "encBool", "integer": "encInteger", "long": "encInteger", "float": "encDouble",
+            "double": "encDouble", "character": "encChar", "string": "encString"}
+  if t.name in leaves:
+    return leaves[t.name]
+  if t.name == "list":
+    return f"(encList {declared_encoder(t.element)})"
+  if t.name == "set":
+    return f"(encList {declared_encoder(t.element)} . Set.toList)"
+  if t.name == "map":
+    return f"(encMap {declared_encoder(t.args[0])} {declared_encoder(t.args[1])})"
+  if t.name == "tuple":
+    names = [f"x{i}" for i in range(len(t.args))]
+    pattern = names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+    parts = ", ".join(f"{declared_encoder(a)} {n}" for a, n in zip(t.args, names))
+    return f"(\\{pattern} -> encList id [{parts}])"
+  raise AssertionError(t)
+
+
 # The harness's imports (Solution's comes after them), its helpers, and the head of `main`.
 _HARNESS_IMPORTS = r'''import qualified Control.Exception as E
 import Control.DeepSeq (force)
@@ -268,6 +341,26 @@ runCase idx json = do
 '''
 _MAIN_HEAD = "main :: IO ()\nmain = do\n"
 
+# BabelCode's Haskell header (templates/Haskell/header.txt): what a whole solution sees above itself.
+BABELCODE_HEADER = ("import Text.Printf\nimport Control.Exception (catch, SomeException)\nimport Data.Typeable\n"
+                    "import qualified Data.List as List\nimport qualified Data.Map as Map\n"
+                    "import qualified Data.Set as Set\n")
+# BabelCode's Haskell types for the declared leaves (its schema_parsing Haskell spec): integer and
+# long are both Integer, float and double both Double.
+DECLARED = {"boolean": "Bool", "integer": "Integer", "long": "Integer", "float": "Double", "double": "Double",
+            "character": "Char", "string": "String"}
+# The whole programs' extra encoders (the declared leaves that are not the prompts' types).
+_WHOLE_HELPERS = r'''-- An Integer outside 64 bits is no typed int (and a huge one no JSON a reader takes): the case throws.
+encInteger :: Integer -> String
+encInteger n
+  | n < toInteger (minBound :: Int) || n > toInteger (maxBound :: Int) = error "an Integer outside 64 bits"
+  | otherwise = show n
+
+encChar :: Char -> String
+encChar c = encString [c]
+
+'''
+
 
 class Haskell(base.Renderer):
   name = "haskell"
@@ -276,6 +369,7 @@ class Haskell(base.Renderer):
   toolchain = base.Toolchain(binaries=(GHC,), version_command=(GHC, "--version"),
                              read_only=("/var/lib/ghc",))
   # A blank line ends a top-level definition (its `where` block included).
+  convention = "camel"  # BabelCode's (a whole program's entry function)
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.camel_case(question.entry_fn_name), RESERVED, "'")
@@ -303,6 +397,21 @@ class Haskell(base.Renderer):
                _helpers() + _MAIN_HEAD + self._calls(question))
     return base.Program(files={"Solution.hs": self._solution("Solution", question, completion),
                                "Main.hs": harness},
+                        compile=((GHC, *GHC_FLAGS, "-o", "main", "Main.hs"),), run=("./main",))
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    """Solution.hs: BabelCode's header and the code (module docstring); Main.hs: the harness, each
+    argument and the result annotated with its declared type, as BabelCode's `driver` fixes them."""
+    *params, returns = question.declared
+    name, result = f"Solution.{self.entry_name(question)}", declared_type(returns)
+    calls = []
+    for case in question.test_cases:
+      args = "".join(f" ({declared_literal(t, v)} :: {declared_type(t)})" for t, v in zip(params, case.inputs))
+      calls.append(f"  runCase {case.idx} ({declared_encoder(returns)} ({name}{args} :: {result}))\n")
+    harness = ("module Main (main) where\n\n" + _HARNESS_IMPORTS + "import qualified Solution\n\n" +
+               _helpers() + _WHOLE_HELPERS + _MAIN_HEAD + "".join(calls))
+    solution = "module Solution where\n\n" + BABELCODE_HEADER + code + "\n"
+    return base.Program(files={"Solution.hs": solution, "Main.hs": harness},
                         compile=((GHC, *GHC_FLAGS, "-o", "main", "Main.hs"),), run=("./main",))
 
   def _solution(self, module: str, question: Question, completion: str) -> str:

@@ -9,6 +9,10 @@ The prompt ends after the method's opening brace. A completion is the method bod
 brace, any helper methods, and the class's closing brace at column 0, where it is cut
 (`stop_sequences`). The test cases follow in a second class, `Main`.
 
+A whole program (`whole_program`) is laid out as BabelCode's: its head's imports, the harness's class,
+then the code (so the code's own imports do not compile, as there), in a file named after the code's
+public top-level class (BabelCode's `java file.java` takes any); arguments have BabelCode's boxed types.
+
 Time per program is dominated by javac (a JVM loading and warming up the compiler). Three things
 cut a compile from about 0.6 to 0.37 CPU seconds (the run takes 0.05): the fixed part of the harness (`CodelmRuntime`: the
 JSON encoder and the record loop) and the tuple classes are compiled once on the host, so javac
@@ -44,13 +48,14 @@ import math
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
 import zipfile
 
-from sandbox.renderers import base, cache, java_runtime, literals
-from sandbox.typed import Param, Question, TestCase, Type, default_value, parse_type
+from sandbox.renderers import base, cache, java_runtime, lexing, literals
+from sandbox.typed import Param, Question, TestCase, Type, default_value, parse_type, walk_types
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 JAVA = f"{JAVA_HOME}/bin/java"
@@ -171,6 +176,98 @@ def type_tree(t: Type) -> str:
   """The type as the runtime's tree: new CodelmRuntime.Ty("list", new CodelmRuntime.Ty("int"))."""
   args = "".join(", " + type_tree(a) for a in t.args)
   return f'new CodelmRuntime.Ty("{t.name}"{args})'
+
+
+# ---- whole programs (Renderer.whole_program) --------------------------------------------------
+
+# BabelCode's Java head (templates/Java/header.txt).
+WHOLE_HEAD = "import static java.util.Map.entry;\nimport java.util.*;\nimport java.lang.*;\n"
+# The class BabelCode's driver instantiates: a question's entry_cls_name, which is always BabelCode's
+# default (typed questions do not carry one).
+ENTRY_CLASS = "Solution"
+WHOLE_MAIN = "CodelmMain"
+# BabelCode's Java types (its schema_parsing Java spec): every leaf boxed, at the top of a signature too.
+DECLARED = {"boolean": "Boolean", "integer": "Integer", "long": "Long", "float": "Float", "double": "Double",
+            "character": "Character", "string": "String"}
+_PUBLIC_TYPE = re.compile(r"(?<![\w$])public\s+(?:(?:abstract|final|static|strictfp|sealed|non-sealed)\s+)*"
+                          r"(?:class|interface|enum|record|@\s*interface)\s+([A-Za-z_$][\w$]*)")
+
+
+def declared_type(t: Type) -> str:
+  """A declared type (leaves named as typed.DECLARED_SCALARS) as BabelCode writes it in Java; a tuple
+  (which BabelCode has not in Java) as the completions' org.javatuples class, named in full."""
+  if t.name in DECLARED:
+    return DECLARED[t.name]
+  args = ", ".join(declared_type(a) for a in t.args)
+  if t.name == "tuple":
+    return f"org.javatuples.{tuple_class(t)}<{args}>"
+  return {"list": f"ArrayList<{args}>", "set": f"HashSet<{args}>", "map": f"Map<{args}>"}[t.name]
+
+
+def declared_literal(t: Type, value) -> str:
+  """A Java expression of exactly `declared_type(t)` (or its primitive, boxed where it lands) for a
+  typed value of the same shape, written as BabelCode writes its literals (1, 1L, 1.5f, 1.5)."""
+  name = t.name
+  if name == "integer":  # out of range: wrapped, as C++'s static_cast (BabelCode's would not compile)
+    return str(value) if -2 ** 31 <= value < 2 ** 31 else f"(int) {literal(Type('int'), value)}"
+  if name == "long":
+    return literal(Type("int"), value)
+  if name == "float":
+    if not math.isfinite(value):
+      return "Float.NaN" if math.isnan(value) else f"Float.{'POSITIVE' if value > 0 else 'NEGATIVE'}_INFINITY"
+    return f"{value!r}f" if _float_literal(value) else f"(float) {value!r}"
+  if name == "double":
+    return literal(Type("float"), value)
+  if name == "boolean":
+    return "true" if value else "false"
+  if name == "character":  # its first UTF-16 unit, as a Java char holds
+    unit = value.encode("utf-16-le", "surrogatepass")[:2]
+    return f"(char) {int.from_bytes(unit, 'little')}"
+  if name == "string":
+    return string_literal(value)
+  if name in ("list", "set"):
+    element = declared_type(t.element)
+    items = value if name == "list" else sorted(value)
+    if not items:
+      return f"new {declared_type(t)}()"
+    return (f"new {declared_type(t)}(Arrays.<{element}>asList("
+            + ", ".join(declared_literal(t.element, v) for v in items) + "))")
+  if name == "map":  # read-only, as BabelCode's Map.ofEntries, but in the test's order
+    key, val = (declared_type(a) for a in t.args)
+    pairs = ", ".join(f"{declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)}" for k, v in value.items())
+    return f"Collections.<{key}, {val}>unmodifiableMap(CodelmRuntime.<{key}, {val}>mapOf({pairs}))"
+  if name == "tuple":
+    return f"new {declared_type(t)}(" + ", ".join(declared_literal(a, v) for a, v in zip(t.args, value)) + ")"
+  raise AssertionError(t)
+
+
+def _float_literal(value: float) -> bool:
+  """Whether `<repr>f` is a float literal javac takes (it refuses one that overflows or rounds to 0)."""
+  single = struct.unpack("f", struct.pack("f", value))[0]  # rounded to the nearest float (inf past it)
+  return value == 0 or (single != 0 and math.isfinite(single))
+
+
+def declared_tree(typed: Type, declared: Type) -> str:
+  """type_tree of a whole program's return: the typed return type (its optional kept), with a
+  declared character as the runtime's "char" (a Character, recorded as a string)."""
+  if typed.name == "optional":
+    return f'new CodelmRuntime.Ty("optional", {declared_tree(typed.element, declared)})'
+  if declared.name == "character":
+    return 'new CodelmRuntime.Ty("char")'
+  args = "".join(", " + declared_tree(a, d) for a, d in zip(typed.args, declared.args))
+  return f'new CodelmRuntime.Ty("{typed.name}"{args})'
+
+
+def public_type(code: str) -> str | None:
+  """The name of the code's public top-level type, if any: javac wants it in a file of that name."""
+  text = lexing.code_only(code) or code  # unlexable (a text block): the raw text, at worst misread
+  depth, done = 0, 0
+  for match in _PUBLIC_TYPE.finditer(text):
+    depth += text.count("{", done, match.start()) - text.count("}", done, match.start())
+    done = match.start()
+    if depth == 0:
+      return match.group(1)
+  return None
 
 
 def doc_comment(description: str, indent: str = "    ") -> str:
@@ -387,6 +484,7 @@ class Java(base.Renderer):
   # The class closes at column 0; everything before it (the method and any helpers) is kept.
   naming = staticmethod(base.camel_case)
   reserved = RESERVED
+  convention = "camel"
 
   def signature_with_docstring(self, question: Question) -> str:
     imports = list(IMPORTS)
@@ -417,6 +515,39 @@ class Java(base.Renderer):
             + "      default: throw new IllegalStateException(\"no case \" + i);\n    }\n  }\n"
             + methods + "}\n")
     files = {"Main.java": self.signature_with_docstring(question) + completion + "\n\n" + main}
+    return self._compiled(files, "Main", runtime)
+
+  def whole_program(self, question: Question, code: str, runtime: str | None = "") -> base.Program:
+    """BabelCode's head, the harness's class (as BabelCode's test classes, before the code), the code.
+    Each case passes variables of the declared (boxed) types to `new Solution().<entry_name>(...)` and
+    its value through a parameter of the declared return type, as BabelCode's driver and
+    validateSolution do. `runtime` as for `program`."""
+    *params, returns = question.declared
+    name = self.entry_name(question)
+    ids = [case.idx for case in question.test_cases]
+    dispatch = "".join(f"      case {i}: return case{i}();\n" for i in range(len(ids)))
+    methods = []
+    for i, case in enumerate(question.test_cases):
+      args = "".join(f"    {declared_type(t)} a{k} = {declared_literal(t, v)};\n"
+                     for k, (t, v) in enumerate(zip(params, case.inputs)))
+      call = f"new {ENTRY_CLASS}().{name}({', '.join(f'a{k}' for k in range(len(params)))})"
+      methods.append(f"\n  static Object case{i}() throws Throwable {{\n{args}    return returned({call});\n  }}\n")
+    main = (f"final class {WHOLE_MAIN} implements CodelmRuntime.Cases {{\n"
+            "  public static void main(String[] args) throws Exception {\n"
+            f"    CodelmRuntime.run({declared_tree(question.return_type, returns)},\n"
+            "        new long[] {" + ", ".join(map(str, ids)) + f"}}, new {WHOLE_MAIN}());\n  }}\n\n"
+            "  public Object call(int i) throws Throwable {\n    switch (i) {\n" + dispatch
+            + "      default: throw new IllegalStateException(\"no case \" + i);\n    }\n  }\n\n"
+            "  // BabelCode's validateSolution(actual, expected): the value converts to the declared type.\n"
+            f"  static Object returned({declared_type(returns)} value) {{\n    return value;\n  }}\n"
+            + "".join(methods) + "}\n")
+    head = WHOLE_HEAD + ("import org.javatuples.*;\n" if any(
+        x.name == "tuple" for t in question.declared for x in walk_types(t)) else "")
+    files = {f"{public_type(code) or 'Main'}.java": f"{head}\n{main}\n{code}\n"}
+    return self._compiled(files, WHOLE_MAIN, runtime)
+
+  def _compiled(self, files: dict[str, str], main: str, runtime: str | None) -> base.Program:
+    """javac over `files` against the runtime's classes (or with its sources), then `java main`."""
     if runtime == "":
       found = runtime_dir()
       runtime = found and os.path.join(found, "classes")
@@ -431,7 +562,7 @@ class Java(base.Renderer):
       classpath = "."
     javac += [*JAVAC_OPTIONS, "-d", ".", "-cp", classpath, *sorted(files)]
     return base.Program(files=files, compile=(tuple(javac),),
-                        run=(JAVA, *JVM_FLAGS, "-cp", classpath, "Main"))
+                        run=(JAVA, *JVM_FLAGS, "-cp", classpath, main))
 
   def batchable(self, question: Question, completion: str) -> bool:
     """Every completion, once the driver and the runtime classes exist: each member is a javac

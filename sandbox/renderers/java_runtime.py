@@ -86,27 +86,14 @@ public final class CodelmRuntime {
         out.append(Double.isNaN(d) ? "NaN" : Double.isInfinite(d) ? (d > 0 ? "Infinity" : "-Infinity") : Double.toString(d));
         return;
       }
-      case "string": {
-        if (!(v instanceof String)) throw wrongType(t, v);
-        String s = (String) v;
-        out.append('"');
-        for (int i = 0; i < s.length(); i++) {
-          char c = s.charAt(i);
-          if (c == '"' || c == '\\') out.append('\\').append(c);
-          else if (c >= 0x20 && c < 0x7f) out.append(c);
-          else if (c == '\n') out.append("\\n");
-          else if (c == '\t') out.append("\\t");
-          else if (c == '\r') out.append("\\r");
-          else {
-            String hex = Integer.toHexString(c);
-            out.append("\\u");
-            for (int k = hex.length(); k < 4; k++) out.append('0');
-            out.append(hex);
-          }
-        }
-        out.append('"');
+      case "char":  // a whole program's declared character (Character), recorded as a string
+        if (!(v instanceof Character)) throw wrongType(t, v);
+        encodeString(out, String.valueOf(((Character) v).charValue()));
         return;
-      }
+      case "string":
+        if (!(v instanceof String)) throw wrongType(t, v);
+        encodeString(out, (String) v);
+        return;
       case "list":
       case "set": {
         if (!(t.name.equals("list") ? v instanceof List : v instanceof Set)) throw wrongType(t, v);
@@ -149,6 +136,25 @@ public final class CodelmRuntime {
       default:
         throw new IllegalStateException("unknown type " + t.name);
     }
+  }
+
+  static void encodeString(StringBuilder out, String s) {
+    out.append('"');
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '"' || c == '\\') out.append('\\').append(c);
+      else if (c >= 0x20 && c < 0x7f) out.append(c);
+      else if (c == '\n') out.append("\\n");
+      else if (c == '\t') out.append("\\t");
+      else if (c == '\r') out.append("\\r");
+      else {
+        String hex = Integer.toHexString(c);
+        out.append("\\u");
+        for (int k = hex.length(); k < 4; k++) out.append('0');
+        out.append(hex);
+      }
+    }
+    out.append('"');
   }
 
   static String oneLine(Throwable e) {

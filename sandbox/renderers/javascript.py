@@ -4,12 +4,18 @@ Types: int and float are `number` (a double: ints beyond 2^53 lose precision, as
 list and tuple are arrays, set is `Set`, map is `Map`, optional is the value or `null`.
 The harness here is shared with TypeScript (sandbox/renderers/typescript.py): it is plain
 JavaScript that also type-checks as non-strict TypeScript.
+
+Whole programs (BabelCode's solutions; its JavaScript head is empty): the code, then the harness, the
+arguments written as BabelCode writes them (`declared_literal`: a map an object literal, a set a
+`Set`), and a returned object read back as the map (`FROM_DECLARED`), as BabelCode's JSON.stringify
+comparison reads it; a returned `Map`, which BabelCode would see as `{}`, is refused.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 
 from sandbox.renderers import base
 from sandbox.typed import Question, Type, default_value
@@ -187,6 +193,65 @@ function __codelmMain(returnType, cases) {
 '''
 
 
+# BabelCode's leaf types in its JavaScript and TypeScript programs: every number a number, a character a
+# one-character string.
+DECLARED_LEAVES = {"boolean": "bool", "integer": "int", "long": "int", "float": "float", "double": "float",
+                   "string": "string"}
+
+
+def declared_literal(t: Type, value, set_type_args: Callable[[Type], str] = lambda element: "") -> str:
+  """An expression for a typed value of the declared type `t` as BabelCode's JavaScript and TypeScript
+  write it (their literal translators): a map is an object literal, a set `new Set<set_type_args>([...])`."""
+  name = t.name
+  if name in DECLARED_LEAVES:
+    return literal(Type(DECLARED_LEAVES[name]), value)
+  if name == "character":  # BabelCode's character data holds one
+    return json.dumps(value[:1])
+  if name in ("list", "tuple"):
+    types = [t.element] * len(value) if name == "list" else t.args
+    return "[" + ", ".join(declared_literal(a, v, set_type_args) for a, v in zip(types, value)) + "]"
+  if name == "set":
+    items = ", ".join(declared_literal(t.element, v, set_type_args) for v in sorted(value))
+    return f"new Set{set_type_args(t.element)}([{items}])"
+  if name == "map":
+    return "{" + ", ".join(f"{_property(t.args[0], k)}: {declared_literal(t.args[1], v, set_type_args)}"
+                           for k, v in value.items()) + "}"
+  raise AssertionError(t)
+
+
+def _property(t: Type, key) -> str:
+  """A property name: computed where a plain one cannot say it (a negative number) or would set the
+  prototype (`__proto__`)."""
+  text = declared_literal(t, key)
+  return f"[{text}]" if text.startswith("-") or key == "__proto__" else text
+
+
+# A whole program's returned value into the harness's shapes: BabelCode's maps are objects (its
+# JavaScript and TypeScript compare JSON.stringify texts, which show a Map as `{}`), read back as Maps:
+# an integer key from its property name; one that is no integer's text stays a string, and the
+# encoder refuses it.
+FROM_DECLARED = r'''
+function __codelmFromDeclared(t, v) {
+  const name = t[0], args = t[1];
+  if (v === null || v === undefined) return v;
+  if (name === "optional") return __codelmFromDeclared(args[0], v);
+  if ((name === "list" || name === "tuple") && Array.isArray(v)) {
+    return v.map((x, i) => __codelmFromDeclared(name === "list" ? args[0] : args[i], x));
+  }
+  if (name !== "map") return v;
+  if (typeof v !== "object" || Array.isArray(v) || v instanceof Map || v instanceof Set) {
+    throw new TypeError("expected an object for a map, got " + __codelmDescribe(v));
+  }
+  const out = new Map();
+  for (const key of Object.keys(v)) {
+    const number = Number(key);
+    out.set(args[0][0] === "int" && String(number) === key ? number : key, __codelmFromDeclared(args[1], v[key]));
+  }
+  return out;
+}
+'''
+
+
 def harness_call(question: Question, function_name: str, typed_collections: bool) -> str:
   """The record prefix, the test cases as closures (inputs built fresh per call) and the run."""
   cases = ",\n".join(
@@ -222,14 +287,21 @@ class JavaScript(base.Renderer):
     return f"  return {literal(question.return_type, value)};\n}}\n"
 
   def program(self, question: Question, completion: str) -> base.Program:
-    return self._program(question, self.signature_with_docstring(question) + completion, self.function_name(question))
+    return self._program(self.signature_with_docstring(question) + completion + "\n" + HARNESS + "\n" +
+                         harness_call(question, self.function_name(question), typed_collections=False))
 
   def whole_program(self, question: Question, code: str) -> base.Program:
-    return self._program(question, code, self.entry_name(question))  # BabelCode's head is empty
+    """The code (BabelCode's head is empty), then the harness; each case passes BabelCode's literals
+    (a map an object) and reads the value back into the typed shapes (FROM_DECLARED)."""
+    *params, _ = question.declared
+    tree, name = type_tree(question.return_type), self.entry_name(question)
+    cases = "".join(f"  [{case.idx}, () => __codelmFromDeclared({tree}, {name}("
+                    f"{', '.join(declared_literal(t, v) for t, v in zip(params, case.inputs))}))],\n"
+                    for case in question.test_cases)
+    return self._program(code + "\n" + HARNESS + FROM_DECLARED +
+                         f"\nconst __codelmPrefix = {json.dumps(base.RECORD_PREFIX)};\n__codelmMain({tree}, [\n{cases}]);\n")
 
-  def _program(self, question: Question, source: str, name: str) -> base.Program:
-    """`source` (it defines `name`), then the harness that calls `name` on every test case."""
-    text = source + "\n" + HARNESS + "\n" + harness_call(question, name, typed_collections=False)
+  def _program(self, text: str) -> base.Program:
     # main.cjs: CommonJS whatever package.json might be above /box. `node --check` first, so that a
     # syntax error is reported as a compile error, not as a run without records.
     return base.Program(files={"main.cjs": text}, compile=((NODE, "--check", "main.cjs"),),

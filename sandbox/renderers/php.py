@@ -6,6 +6,9 @@ is `?T` / null. The file is in PHP's default coercive typing mode (no strict_typ
 through a `float` return type becomes a float, a float with no fraction through `int` an int, as
 PHP programmers expect. The harness reads a list, set or tuple as the array's values in order
 (so `array_filter`'s gappy keys do not matter), and an integral float where an int is expected.
+
+Whole programs (BabelCode's solutions): `<?php`, the code, the harness; a set is passed and read back
+as BabelCode's PHP writes one, an array from each member to true (`FROM_DECLARED`).
 """
 
 from __future__ import annotations
@@ -173,8 +176,9 @@ def string_literal(value: str) -> str:
   return "'" + literals.escape(value, chr, specials="\\'") + "'"
 
 
-def literal(t: Type, value) -> str:
-  """A PHP expression for `value` of type `t`."""
+def literal(t: Type, value, sets_as_keys: bool = False) -> str:
+  """A PHP expression for `value` of type `t`; with `sets_as_keys`, a set is BabelCode's PHP set, an
+  array from each member to true."""
   if value is None:
     return "null"
   if t.name == "bool":
@@ -191,15 +195,16 @@ def literal(t: Type, value) -> str:
   if t.name == "string":
     return string_literal(value)
   if t.name == "optional":
-    return literal(t.element, value)
+    return literal(t.element, value, sets_as_keys)
   if t.name == "list":
-    return "[" + ", ".join(literal(t.element, v) for v in value) + "]"
+    return "[" + ", ".join(literal(t.element, v, sets_as_keys) for v in value) + "]"
   if t.name == "set":
-    return "[" + ", ".join(literal(t.element, v) for v in sorted(value)) + "]"
+    members = [literal(t.element, v) for v in sorted(value)]
+    return "[" + ", ".join(f"{m} => true" if sets_as_keys else m for m in members) + "]"
   if t.name == "tuple":
-    return "[" + ", ".join(literal(a, v) for a, v in zip(t.args, value)) + "]"
+    return "[" + ", ".join(literal(a, v, sets_as_keys) for a, v in zip(t.args, value)) + "]"
   if t.name == "map":
-    return "[" + ", ".join(f"{literal(t.args[0], k)} => {literal(t.args[1], v)}"
+    return "[" + ", ".join(f"{literal(t.args[0], k)} => {literal(t.args[1], v, sets_as_keys)}"
                            for k, v in value.items()) + "]"
   raise AssertionError(t)
 
@@ -285,6 +290,29 @@ function __codelm_main(string $prefix, array $return_type, array $cases): void {
 """
 
 
+# A whole program's returned value into the harness's shapes: a set as BabelCode's PHP returns it
+# (its test compares serialize() texts with an array from each member to true) becomes its members;
+# a set whose values are not all true is refused.
+FROM_DECLARED = r'''
+function __codelm_from_declared(array $t, $v) {
+  [$name, $args] = $t;
+  if ($v === null || !is_array($v)) return $v;
+  if ($name === 'optional') return __codelm_from_declared($args[0], $v);
+  $out = [];
+  if ($name === 'set') {
+    foreach ($v as $member => $flag) {
+      if ($flag !== true) throw new TypeError('expected a set as an array from each member to true');
+      $out[] = $args[0][0] === 'string' && is_int($member) ? (string)$member : $member;
+    }
+    return $out;
+  }
+  foreach ($v as $k => $x) {
+    $out[$k] = __codelm_from_declared($name === 'tuple' ? ($args[$k] ?? $args[0]) : $args[$name === 'map' ? 1 : 0], $x);
+  }
+  return $out;
+}
+'''
+
 class Php(base.Renderer):
   name = "php"
   display_name = "PHP"
@@ -312,17 +340,21 @@ class Php(base.Renderer):
     return f"  return {literal(question.return_type, value)};\n}}\n"
 
   def program(self, question: Question, completion: str) -> base.Program:
-    return self._program(question, self.signature_with_docstring(question) + completion, self.function_name(question))
+    name = self.function_name(question)
+    cases = ",\n".join(f"  [{idx}, fn() => {name}({args})]" for idx, args in base.render_cases(question, literal))
+    return self._program(question, self.signature_with_docstring(question) + completion, cases)
 
   def whole_program(self, question: Question, code: str) -> base.Program:
-    # BabelCode's head is `<?php` and the code follows on the same line's end.
-    return self._program(question, "<?php\n" + code, self.entry_name(question))
+    """BabelCode's head (`<?php`), the code, the harness; a set goes in and comes back as BabelCode's
+    PHP writes one, an array from each member to true (FROM_DECLARED reads it)."""
+    tree = type_tree(question.return_type)
+    cases = ",\n".join(f"  [{idx}, fn() => __codelm_from_declared({tree}, {self.entry_name(question)}({args}))]"
+                       for idx, args in base.render_cases(question, lambda t, v: literal(t, v, sets_as_keys=True)))
+    return self._program(question, "<?php\n" + code, cases, FROM_DECLARED)
 
-  def _program(self, question: Question, source: str, name: str) -> base.Program:
-    """`source` (it defines `name`), then the harness that calls `name` on every test case."""
-    cases = ",\n".join(f"  [{idx}, fn() => {name}({args})]"
-                       for idx, args in base.render_cases(question, literal))
-    text = (source + "\n" + HARNESS +
+  def _program(self, question: Question, source: str, cases: str, harness: str = "") -> base.Program:
+    """`source`, then the harness that runs `cases` (the test cases' closures)."""
+    text = (source + "\n" + HARNESS + harness +
             f"__codelm_main({string_literal(base.RECORD_PREFIX)}, "
             f"{type_tree(question.return_type)}, [\n{cases},\n]);\n")
     # `php -l` first, so that a syntax error is reported as a compile error, not as a run without

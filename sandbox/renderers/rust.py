@@ -7,6 +7,10 @@ optional -> Option<T>. Arguments are owned values, as MultiPL-E's Rust prompts h
 prompt ends after the function's opening brace; a completion is the body and the closing brace at
 column 0, where it is cut (`stop_sequences`).
 
+A whole program (`whole_program`) is BabelCode's head, the solution, the harness in a module of its
+own and a main calling the entry with BabelCode's Rust types (integer -> i32, long -> i64, float ->
+f32, double -> f64, character -> char), compiled in edition 2015 as BabelCode's `rustc main.rs` is.
+
 Each test case runs under `std::panic::catch_unwind` (a silent panic hook keeps the message for the
 record instead of printing it), so a panic ends only its case; an abort (stack overflow) ends the
 program and the remaining cases are missing. Records go to a duplicate of the original stdout while
@@ -178,13 +182,83 @@ def doc_comment(description: str) -> str:
 _EXPORTS = ("codelm_ok", "codelm_run", "codelm_start")
 
 
-def library_source() -> str:
-  """The harness as a library crate (its items public to the build that uses it), with rust_harness.WARM."""
+def public_harness() -> str:
+  """The harness with what its users call public (a library crate's, a whole program's module)."""
   text = rust_harness.HARNESS.replace("\ntrait CodelmJson", "\npub trait CodelmJson")
   for name in _EXPORTS:
     assert f"\nfn {name}" in text, name
     text = text.replace(f"\nfn {name}", f"\npub fn {name}")
-  return text + rust_harness.WARM
+  return text
+
+
+def library_source() -> str:
+  """The harness as a library crate (its items public to the build that uses it), with rust_harness.WARM."""
+  return public_harness() + rust_harness.WARM
+
+
+# ---- whole programs (Rust.whole_program) ----
+
+# BabelCode's Rust head (templates/Rust/header.txt).
+WHOLE_HEAD = ("use std::collections::HashMap;\nuse std::collections::HashSet;\nuse std::cmp::*;\n"
+              "use std::collections::*;\nuse std::fmt::*;\n\n")
+# The harness in a module of its own, so that neither the head's glob imports (fmt's Result) nor the
+# solution's names (a helper `dup`) meet it; `use std;` since in edition 2015 a module's own paths
+# start from it, and std is only in the crate root.
+WHOLE_HARNESS = "\nmod codelm_harness {\nuse std;\n" + public_harness() + "}\n"
+# BabelCode runs `rustc main.rs`: rustc's default edition, 2015 (2021's prelude has TryFrom and
+# TryInto, 2015's does not; arrays' into_iter yields references in 2015).
+WHOLE_FLAGS = tuple("2015" if flag == "2021" else flag for flag in RUSTC_FLAGS)
+# BabelCode's Rust types for the declared leaves (its schema_parsing Rust spec).
+DECLARED = {"boolean": "bool", "integer": "i32", "long": "i64", "float": "f32", "double": "f64",
+            "character": "char", "string": "String"}
+
+
+def declared_type(t: Type) -> str:
+  """A declared type (leaves named as typed.DECLARED_SCALARS) in Rust, collections by full path. A
+  set of floats is a Vec, as in the prompts (f32 and f64 are not Hash); a tuple, which BabelCode
+  never declares (it lists a homogeneous one and refuses others), is a Rust tuple."""
+  if t.name in DECLARED:
+    return DECLARED[t.name]
+  args = ", ".join(declared_type(a) for a in t.args)
+  if t.name == "tuple":
+    return f"({args},)" if len(t.args) == 1 else f"({args})"
+  if t.name == "set" and t.element.name in ("float", "double"):
+    return f"Vec<{args}>"
+  return {"list": f"Vec<{args}>", "set": f"std::collections::HashSet<{args}>",
+          "map": f"std::collections::HashMap<{args}>"}[t.name]
+
+
+def declared_literal(t: Type, value) -> str:
+  """A Rust expression of exactly `declared_type(t)`. An integer out of i32's range is a compile
+  error, as BabelCode's literal is (overflowing_literals denies it)."""
+  name = t.name
+  if name == "boolean":
+    return "true" if value else "false"
+  if name == "integer":
+    return f"{value}i32"
+  if name == "long":
+    return literal(Type("int"), value)
+  if name == "float":
+    if math.isnan(value) or math.isinf(value):
+      return literal(Type("float"), value).replace("f64::", "f32::")
+    return f"{float(value)!r}f32"
+  if name == "double":
+    return literal(Type("float"), value)
+  if name == "character":  # the string's first character (BabelCode's are one long)
+    code = ord(value[0]) if value else 0
+    return f"'\\u{{{0xFFFD if 0xD800 <= code <= 0xDFFF else code:x}}}'"
+  if name == "string":
+    return string_literal(value)
+  if name in ("list", "set"):
+    items = value if name == "list" else sorted(value)
+    return f"<{declared_type(t)}>::from([{', '.join(declared_literal(t.element, v) for v in items)}])"
+  if name == "map":
+    pairs = ", ".join(f"({declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)})" for k, v in value.items())
+    return f"<{declared_type(t)}>::from([{pairs}])"
+  if name == "tuple":
+    items = ", ".join(declared_literal(a, v) for a, v in zip(t.args, value))
+    return f"({items},)" if len(t.args) == 1 else f"({items})"
+  raise AssertionError(t)
 
 
 _library_lock = threading.Lock()
@@ -298,6 +372,22 @@ class Rust(base.Renderer):
     text = (self.signature_with_docstring(question) + completion + "\n" + rust_harness.HARNESS + _MAIN +
             self._calls(question, "codelm_", "&mut codelm_out") + "}\n")
     return base.Program(files={"main.rs": text}, compile=(_compile("main.rs"),), run=("./main",))
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    """BabelCode's head (its `use` lines), the code, the harness as module codelm_harness, and a main
+    whose calls pass `entry_name` arguments of the declared types (owned, as BabelCode's driver does)
+    and bind the value to the declared return type; compiled in edition 2015, as BabelCode's rustc."""
+    *params, returns = question.declared
+    name, result = self.entry_name(question), declared_type(returns)
+    calls = "".join(f"    codelm_harness::codelm_run(&mut codelm_out, {case.idx}, || {{\n"
+                    f"        let codelm_result: {result} = "
+                    f"{name}({', '.join(map(declared_literal, params, case.inputs))});\n"
+                    f"        codelm_harness::codelm_ok(codelm_result)\n    }});\n"
+                    for case in question.test_cases)
+    text = (WHOLE_HEAD + code + "\n" + WHOLE_HARNESS +
+            "\nfn main() {\n    let mut codelm_out = codelm_harness::codelm_start();\n" + calls + "}\n")
+    return base.Program(files={"main.rs": text}, compile=((RUSTC, *WHOLE_FLAGS, "-o", "main", "main.rs"),),
+                        run=("./main",))
 
   def _calls(self, question: Question, harness: str, out: str) -> str:
     name = self.function_name(question)

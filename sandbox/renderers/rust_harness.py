@@ -36,6 +36,25 @@ impl CodelmJson for f64 {
     }
 }
 
+// The narrower types a whole program declares (BabelCode's i32, f32, char), as the wider ones.
+impl CodelmJson for i32 {
+    fn codelm_put(&self, out: &mut String) {
+        (*self as i64).codelm_put(out);
+    }
+}
+
+impl CodelmJson for f32 {
+    fn codelm_put(&self, out: &mut String) {
+        (*self as f64).codelm_put(out);
+    }
+}
+
+impl CodelmJson for char {
+    fn codelm_put(&self, out: &mut String) {
+        self.to_string().codelm_put(out);
+    }
+}
+
 impl CodelmJson for String {
     fn codelm_put(&self, out: &mut String) {
         out.push('"');

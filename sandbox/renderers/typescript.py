@@ -6,6 +6,12 @@ Types as in JavaScript (sandbox/renderers/javascript.py): `number`, `boolean`, `
 check is not strict (`--strict false`), so an untyped `let xs = []` or a `null` returned through a
 non-null type compiles; the harness still reports a null where the type is not optional.
 
+Whole programs (BabelCode's solutions; its TypeScript head is empty): the code, then the same harness,
+each case calling the entry function through an arrow function typed as BabelCode's driver is
+(`declared_type`: number for every number, string for a character, Array<T>, Set<T>, and
+Record<K,V> for a map, whose values are plain objects there, so a returned object is read back as
+the map). Compiled alone, with the same flags.
+
 Batched (sandbox/batching.py), a build with per-member reports: most of tsc's time for one
 program is starting and reading the standard library's declarations (alone, about 0.03 s of CPU per
 program; one `tsc -b` over 30 programs, 0.2 s). So one `tsc -b` (build mode) builds a project per
@@ -43,7 +49,7 @@ import re
 import secrets
 
 from sandbox.renderers import base, javascript
-from sandbox.typed import Question, default_value
+from sandbox.typed import Question, Type, default_value
 
 
 def _toolchains_dir() -> str:
@@ -93,11 +99,34 @@ DRIVER = "codelm_build.js"
 REFUSED_TEXT = re.compile(r"import|export|\\u|///\s*<", re.IGNORECASE)
 
 
+# BabelCode's TypeScript types for the declared leaves (its schema_parsing TypeScript spec).
+DECLARED = {"boolean": "boolean", "integer": "number", "long": "number", "float": "number", "double": "number",
+            "character": "string", "string": "string"}
+
+
+def declared_type(t: Type) -> str:
+  """A declared type (leaves named as typed.DECLARED_SCALARS) as BabelCode writes it in TypeScript;
+  a tuple (not in BabelCode's data: a typed question's) as `[A, B]`."""
+  if t.name in DECLARED:
+    return DECLARED[t.name]
+  args = [declared_type(a) for a in t.args]
+  if t.name == "tuple":
+    return f"[{', '.join(args)}]"
+  return {"list": "Array<{}>", "set": "Set<{}>", "map": "Record<{},{}>"}[t.name].format(*args)
+
+
+def declared_literal(t: Type, value) -> str:
+  """A TypeScript expression for a typed value of the declared type `t`, as BabelCode writes it:
+  javascript.declared_literal with a set's element type spelled out (`new Set<number>([...])`)."""
+  return javascript.declared_literal(t, value, lambda element: f"<{declared_type(element)}>")
+
+
 class TypeScript(base.Renderer):
   name = "typescript"
   display_name = "TypeScript"
   toolchain = base.Toolchain(binaries=(TSC, javascript.NODE), version_command=(TSC, "--version"),
                              read_only=(NODE_MODULES,))
+  convention = "camel"  # BabelCode's (a whole program's entry function)
 
   def function_name(self, question: Question) -> str:
     return base.safe_name(base.camel_case(question.entry_fn_name), javascript.RESERVED)
@@ -126,6 +155,23 @@ class TypeScript(base.Renderer):
         compile=((TSC, *TSC_FLAGS, "main.ts", "globals.d.ts"),),
         # tsc writes main.js; node would treat it as CommonJS (no package.json says otherwise).
         run=(javascript.NODE, "main.js"), env=TSC_ENV)
+
+  def whole_program(self, question: Question, code: str) -> base.Program:
+    """The code, then the harness; each case calls the entry function through an arrow function whose
+    parameters and result have the declared types (as BabelCode's `driver` and `validateSolution`),
+    and its value is read back into the typed shapes (javascript.FROM_DECLARED) for the encoder."""
+    *params, returns = question.declared
+    name, tree = self.entry_name(question), javascript.type_tree(question.return_type)
+    typed_params = ", ".join(f"a{i}: {declared_type(t)}" for i, t in enumerate(params))
+    call = f"(({typed_params}): {declared_type(returns)} => {name}({', '.join(f'a{i}' for i in range(len(params)))}))"
+    cases = "".join(f"  [{case.idx}, () => __codelmFromDeclared({tree}, {call}("
+                    f"{', '.join(declared_literal(t, v) for t, v in zip(params, case.inputs))}))],\n"
+                    for case in question.test_cases)
+    text = (code + "\n" + javascript.HARNESS + javascript.FROM_DECLARED +
+            f"\nconst __codelmPrefix = {json.dumps(base.RECORD_PREFIX)};\n__codelmMain({tree}, [\n{cases}]);\n")
+    return base.Program(files={"main.ts": text, "globals.d.ts": GLOBALS_D_TS},
+                        compile=((TSC, *TSC_FLAGS, "main.ts", "globals.d.ts"),),
+                        run=(javascript.NODE, "main.js"), env=TSC_ENV)
 
   def batchable(self, question: Question, completion: str) -> bool:
     return not REFUSED_TEXT.search(completion)
