@@ -19,8 +19,8 @@ The verdicts file is made once from a run of BabelCode's evaluate_predictions.py
 predictions (DIR/<name>/gold.jsonl) and its generate_test_code.py output: --from_babelcode_eval reads
 EVAL_DIR/<name>/pred_results.jsonl (or <name>_<part>/ for a dataset run in parts) and writes {dataset:
 {language: {qid: outcome}}}, with the datasets it lacks under "missing" (how that run was made is in
-the file's "how" field). A bad argument or file is reported in one
-line, exit 2.
+the file's "how" field); where the verdicts file exists, a run's languages replace its own and the
+rest is kept (runs made at different times). A bad argument or file is reported in one line, exit 2.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ HOW = ("BabelCode commit e8314f6 (google-research/babelcode), Python 3.11, g++ 1
        "--gin_file=configs/generate_code.gin --debug_lang=<Python|C++> on the parsed files this script writes, "
        "then evaluate_predictions.py --gin_file=configs/validation.gin --allow_execution --validation "
        "--cpu_count=1 on DIR/<name>/gold.jsonl (Transcoder's Python and C++ solutions as two runs, "
-       "transcoder_python and transcoder_cpp), on a 2-core machine; outcomes from pred_results.jsonl")
+       "transcoder_python and transcoder_cpp), on a 2-core machine; outcomes from pred_results.jsonl. "
+       "For C++, g++'s compile limit in that copy's cpp.py was raised from 10 s to 60 s: BabelCode compiles "
+       "each program with <bits/stdc++.h> and no precompiled header, which took over 10 s on the loaded machine")
 
 
 def build(data: str, name: str, directory: str) -> dict:
@@ -157,6 +159,16 @@ def verdicts_from_eval(directory: str) -> dict:
   return out
 
 
+def merged(earlier: Mapping[str, Mapping[str, dict]], run: dict) -> dict:
+  """A verdicts file from an earlier one's datasets and a new run's: the run's (dataset, language)
+  verdicts replace the earlier ones, the others are kept."""
+  datasets = {name: dict(languages) for name, languages in earlier.items()}
+  for name, languages in run["datasets"].items():
+    datasets.setdefault(name, {}).update(languages)
+  ordered = {name: datasets[name] for name in DATASETS if name in datasets}
+  return {"how": run["how"], "datasets": ordered, "missing": [n for n in DATASETS if n not in ordered]}
+
+
 def read_verdicts(path: str) -> dict:
   try:
     with open(path, encoding="utf-8") as f:
@@ -185,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       if not args.write_verdicts:
         raise ValueError("--from_babelcode_eval needs --write_verdicts")
       verdicts = verdicts_from_eval(args.from_babelcode_eval)
+      if os.path.isfile(args.write_verdicts):  # runs made at different times: each language's newest
+        verdicts = merged(read_verdicts(args.write_verdicts), verdicts)
       storage.makedirs(storage.dirname(args.write_verdicts))
       storage.write_atomic(args.write_verdicts, json.dumps(verdicts, indent=1) + "\n")
       print(f"wrote {args.write_verdicts}")

@@ -534,3 +534,41 @@ def test_a_renderer_without_whole_programs_is_listed_as_not_evaluated(monkeypatc
   runnable, not_evaluated = score.runnable_languages(predictions, ["go", "python"], check_toolchains=False, whole=True)
   assert runnable == ["python"]
   assert not_evaluated["go"] == "whole programs (--whole_programs) are not supported in this language yet"
+
+
+def test_the_parity_script_reads_babelcodes_runs_and_merges_them(tmp_path, capsys):
+  """--from_babelcode_eval: BabelCode's pred_results.jsonl per dataset (or per part, `<name>_<part>`)
+  become {dataset: {language: {qid: outcome}}}; a later run's languages replace the file's, the rest
+  stays; a result without an outcome is one line naming the file and line, exit 2."""
+  import sys
+  sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+  import babelcode_parity
+
+  def run_dir(name: str, results: list[dict]):
+    (tmp_path / "eval" / name).mkdir(parents=True)
+    (tmp_path / "eval" / name / "pred_results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+
+  run_dir("transcoder_python", [{"qid": "2", "language": "Python", "outcome": "Passed"},
+                                {"qid": "10", "language": "Python", "outcome": "Failed Tests"}])
+  run_dir("mbpp", [{"qid": "7", "language": "Python", "outcome": "Passed"}])
+  verdicts = tmp_path / "verdicts.json"
+  argv = ["--from_babelcode_eval", str(tmp_path / "eval"), "--write_verdicts", str(verdicts)]
+  assert babelcode_parity.main(argv) == 0
+  first = json.loads(verdicts.read_text())
+  assert first["datasets"] == {"mbpp": {"Python": {"7": "Passed"}},
+                               "transcoder": {"Python": {"2": "Passed", "10": "Failed Tests"}}}
+  assert first["missing"] == ["human_eval", "tp3"]
+  # A later run of Transcoder's C++ alone, into the same file: Python's verdicts are kept.
+  (tmp_path / "eval2").mkdir()
+  argv2 = ["--from_babelcode_eval", str(tmp_path / "eval2"), "--write_verdicts", str(verdicts)]
+  (tmp_path / "eval2" / "transcoder_cpp").mkdir()
+  (tmp_path / "eval2" / "transcoder_cpp" / "pred_results.jsonl").write_text(
+      json.dumps({"qid": "2", "language": "C++", "outcome": "Had Error"}) + "\n")
+  assert babelcode_parity.main(argv2) == 0
+  merged = json.loads(verdicts.read_text())
+  assert merged["datasets"]["transcoder"] == {"Python": {"2": "Passed", "10": "Failed Tests"}, "C++": {"2": "Had Error"}}
+  assert merged["datasets"]["mbpp"] == first["datasets"]["mbpp"] and merged["missing"] == ["human_eval", "tp3"]
+  (tmp_path / "eval2" / "transcoder_cpp" / "pred_results.jsonl").write_text(json.dumps({"qid": "2", "language": "C++"}) + "\n")
+  capsys.readouterr()
+  assert babelcode_parity.main(argv2) == 2
+  assert "transcoder_cpp/pred_results.jsonl:1: a result needs qid, language and outcome" in capsys.readouterr().err
