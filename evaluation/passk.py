@@ -48,3 +48,33 @@ def mean_pass_at_k(counts: Mapping[str, tuple[int, int]],
   min_n = min(n for n, _ in counts.values())
   return {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts.values()]))
           for k in ks if k <= min_n}
+
+
+def not_computable(counts: Mapping[str, tuple[int, int]], ks: Iterable[int] = DEFAULT_KS) -> dict[str, str]:
+  """Each pass@k that `mean_pass_at_k` leaves out (some problem has fewer than k samples), and why: a
+  table shows "n < k" there and the run says so, instead of a silently missing column."""
+  if not counts:
+    return {}
+  ns = [n for n, _ in counts.values()]
+  return {f"pass@{k}": f"{sum(n < k for n in ns)} of {len(ns)} problems have fewer than {k} samples (fewest {min(ns)})"
+          for k in ks if k > min(ns)}
+
+
+def columns(groups: Iterable[Mapping]) -> list[str]:
+  """The pass@k columns of a table over groups' metrics (languages, subsets): every k computed or
+  left out as not computable somewhere, in order of k."""
+  names = {k for m in groups for k in (*m, *m.get("not_computable", {})) if k.startswith("pass@")}
+  return sorted(names, key=lambda k: int(k[5:]))
+
+
+def cell(metrics: Mapping, column: str, digits: int) -> str:
+  """A table cell for a pass@k column: the value, "n < k" where it is not computable, else "–"."""
+  if isinstance(metrics.get(column), float):
+    return f"{metrics[column]:.{digits}f}"
+  return "n < k" if column in metrics.get("not_computable", {}) else "–"
+
+
+def not_computable_lines(groups: Mapping[str, Mapping]) -> list[str]:
+  """What a run prints for the pass@k its groups (display name -> metrics) could not compute."""
+  return [f"note: {name}: {column} not computable: {why}" for name, m in groups.items()
+          for column, why in m.get("not_computable", {}).items()]

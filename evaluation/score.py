@@ -28,7 +28,8 @@ language's programs are compiled `--batch_size` at a time in one build (sandbox/
 Apache Beam pipeline on that runner's workers (evaluation/beam_scoring.py) and writes the same files.
 
 DIR/metrics.json holds, per language, pass@k by the unbiased estimator (k no larger than the samples
-per problem) and the paper's columns: % error (compile or runtime error outside the test cases),
+per problem; a larger k is listed under "not_computable" with why, shown as "n < k" and noted) and the
+paper's columns: % error (compile or runtime error outside the test cases),
 % failed test, % passed, % passed at least one test but failed, mean % tests passed, % timed out; and
 under "scoring", what the run did (programs executed, duplicates reused, builds). A malformed
 prediction line is reported with its line number and skipped; the other predictions are scored.
@@ -62,6 +63,7 @@ from sandbox.judge import Status, judge
 # EVALUATED, parse_languages, BENCHMARKS and load_benchmark live with the languages and the typed
 # format; they stay importable from here, where scripts have always found them.
 from sandbox.renderers import EVALUATED, NOT_EVALUATED, get, parse_languages
+from evaluation import passk
 from evaluation.passk import mean_pass_at_k, parse_ks
 from evaluation.resumable import Prediction
 from evaluation.benchmark_data import BENCHMARKS, load_benchmark
@@ -182,6 +184,7 @@ def language_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict:
                for r in records]
   return {
       **mean_pass_at_k({qid: (n, c) for qid, (n, c) in per_problem.items()}, ks=tuple(ks)),
+      "not_computable": passk.not_computable({qid: (n, c) for qid, (n, c) in per_problem.items()}, ks),
       "percent_passed": percent(statuses[Status.PASSED.value]),
       "percent_failed_test": percent(statuses[Status.FAILED.value]),
       "percent_error": percent(statuses[Status.ERROR.value] + statuses[Status.COMPILE_ERROR.value]),
@@ -318,14 +321,13 @@ COLUMNS = (("percent_error", "% error"), ("percent_failed_test", "% failed test"
 
 def table(metrics: dict) -> str:
   """The per-language markdown table printed at the end of a run (and shown in docs/results.md)."""
-  ks = sorted({k for name in metrics["languages"] for k in metrics[name] if k.startswith("pass@")},
-              key=lambda k: int(k[5:]))
+  ks = passk.columns(metrics[name] for name in metrics["languages"])
   header = ["language", "predictions", *ks, *(title for _, title in COLUMNS)]
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for name in metrics["languages"]:
     m = metrics[name]
     cells = [BY_NAME[name].display_name, str(m["num_predictions"])]
-    cells += [f"{m[k]:.3f}" if isinstance(m.get(k), float) else "–" for k in ks]
+    cells += [passk.cell(m, k, 3) for k in ks]
     cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
     lines.append("| " + " | ".join(cells) + " |")
   for name, why in metrics["not_evaluated"].items():
@@ -345,6 +347,7 @@ def summary(metrics: dict) -> str:
   extra = len(metrics["invalid_predictions"]) - 20
   if extra > 0:
     lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
+  lines += passk.not_computable_lines({BY_NAME[name].display_name: metrics[name] for name in metrics["languages"]})
   lines += resumable.sampling_warnings({BY_NAME[name].display_name: metrics[name] for name in metrics["languages"]
                                        if "prompt_truncated" in metrics[name]})
   lines += resumable.unscored_lines(metrics["unscored_predictions"])

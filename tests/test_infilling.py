@@ -202,7 +202,7 @@ def test_scoring_counts_pass_at_k_per_subset_and_a_rerun_reuses_every_verdict(tm
   path, _ = predictions(tmp_path)
   output = tmp_path / "scored"
   argv = ["score", "--predictions", path, "--output_dir", str(output), "--subset", "single-line,multi-line",
-          "--k", "1", "--workers", "2"]
+          "--k", "1,10", "--workers", "2"]
   assert cli.main(argv) == 0
   printed = capsys.readouterr().out
   metrics = json.loads((output / "metrics.json").read_text())
@@ -218,7 +218,8 @@ def test_scoring_counts_pass_at_k_per_subset_and_a_rerun_reuses_every_verdict(tm
   assert any(m.startswith(f"{path}:7:") for m in metrics["invalid_predictions"])
   # Four distinct programs: samples 0, 2 and 4 of L7 (the canonical line) share one execution.
   assert metrics["scoring"]["programs_executed"] == 4 and metrics["scoring"]["duplicates_reused"] == 2
-  assert "| single-line | 1 of 1033 | 5 | 0.6000 |" in printed
+  assert "| single-line | 1 of 1033 | 5 | 0.6000 | n < k |" in printed
+  assert "note: single-line: pass@10 not computable: 1 of 1 problems have fewer than 10 samples (fewest 5)" in printed
   assert "1 predictions name a qid" in printed and "--max_decode_length" in printed
   assert "invalid prediction: " + f"{path}:6: unknown qid" in printed
   results = read_jsonl(output / "results.jsonl")

@@ -122,7 +122,7 @@ def test_predictions_are_scored_multiple_s_way_with_results_files_pass_k_reads(d
   assert prompts_cli.main(["multiple", "--dataset", dataset, "--output", str(prompts_path)]) == 0
   predictions = sample_predictions(tmp_path, prompts_path)
   output = tmp_path / "scores"
-  argv = ["score", "--dataset", dataset, "--predictions", predictions, "--output", str(output), "--k", "1,2",
+  argv = ["score", "--dataset", dataset, "--predictions", predictions, "--output", str(output), "--k", "1,2,10",
           "--workers", "2", *TIMEOUT]
   capsys.readouterr()
   assert cli.main(argv) == 0
@@ -132,6 +132,10 @@ def test_predictions_are_scored_multiple_s_way_with_results_files_pass_k_reads(d
   assert "rb" in metrics["not_evaluated"] and "| rb | not evaluated" in printed
   assert any("predictions.jsonl:4" in m for m in metrics["invalid_predictions"])
   assert "invalid prediction:" in printed and "predictions.jsonl:4" in printed
+  # 5 samples per problem: pass@10 is not computable, shown as such in its column and said.
+  assert metrics["python"]["not_computable"] == {"pass@10": "1 of 1 problems have fewer than 10 samples (fewest 5)"}
+  assert "| n < k |" in printed
+  assert "note: Python: pass@10 not computable: 1 of 1 problems have fewer than 10 samples (fewest 5)" in printed
   results = {(r["language"], r["sample_id"]): r for r in read_jsonl(output / "results.jsonl")}
   for language in LANGUAGES:
     got = [results[(language, i)]["status"] for i in range(5)]

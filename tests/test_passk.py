@@ -4,6 +4,7 @@ from math import comb
 
 import pytest
 
+from evaluation import passk
 from evaluation.passk import mean_pass_at_k, pass_at_k
 
 
@@ -48,3 +49,17 @@ def test_mean_keeps_only_k_at_most_every_n():
   assert result["pass@1"] == pytest.approx((0.3 + 0.0 + 1.0) / 3)
   assert result["pass@10"] == pytest.approx((1.0 + 0.0 + 1.0) / 3)
   assert mean_pass_at_k({}) == {}
+
+
+def test_a_k_above_some_problems_samples_is_named_not_computable_not_dropped_in_silence():
+  counts = {"a": (2, 1), "b": (5, 0), "c": (2, 2)}
+  assert set(mean_pass_at_k(counts, ks=(1, 2, 5))) == {"pass@1", "pass@2"}
+  why = passk.not_computable(counts, ks=(1, 2, 5))
+  assert why == {"pass@5": "2 of 3 problems have fewer than 5 samples (fewest 2)"}
+  assert passk.not_computable(counts, ks=(1, 2)) == {} and passk.not_computable({}, ks=(5,)) == {}
+  python = {**mean_pass_at_k(counts, ks=(1, 5)), "not_computable": passk.not_computable(counts, ks=(1, 5))}
+  lua = {"pass@1": 0.25, "pass@10": 0.5, "not_computable": {}}
+  assert passk.columns([python, lua]) == ["pass@1", "pass@5", "pass@10"]
+  assert [passk.cell(python, k, 3) for k in ("pass@1", "pass@5", "pass@10")] == ["0.500", "n < k", "–"]
+  assert passk.not_computable_lines({"Python": python, "Lua": lua}) == [
+      "note: Python: pass@5 not computable: 2 of 3 problems have fewer than 5 samples (fewest 2)"]

@@ -280,3 +280,23 @@ def test_truncated_prompts_and_length_cut_completions_are_counted_shown_and_warn
   out = capsys.readouterr().out
   assert next(line for line in out.splitlines() if line.startswith("| Python")).endswith("| 0.0 | 0.0 |")
   assert "warning:" not in out and "note:" not in out
+
+
+@needs_python
+def test_a_k_above_the_samples_per_problem_is_shown_not_computable(tmp_path, capsys):
+  """--k 1,5 with 2 samples per problem: pass@5 gets its column, "n < k" in it, and a note saying why,
+  not a silently missing column."""
+  correct = PYTHON["correct"]["HumanEval/0"]
+  predictions = write_predictions(tmp_path / "predictions.jsonl", [
+      {"qid": "HumanEval/0", "language": "Python", "sample_id": i, "code": correct + f"\n# {i}\n"} for i in range(2)])
+  argv = ["--predictions", predictions, "--benchmark", FIXTURES, "--output", str(tmp_path / "out"),
+          "--languages", "python", "--workers", "1", "--k", "1,5"]
+  assert score.main(argv) == 0
+  out = capsys.readouterr().out
+  metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())["python"]
+  assert metrics["pass@1"] == 1.0 and "pass@5" not in metrics
+  assert metrics["not_computable"] == {"pass@5": "1 of 1 problems have fewer than 5 samples (fewest 2)"}
+  assert next(line for line in out.splitlines() if line.startswith("| language")).startswith(
+      "| language | predictions | pass@1 | pass@5 |")
+  assert next(line for line in out.splitlines() if line.startswith("| Python")).startswith("| Python | 2 | 1.000 | n < k |")
+  assert "note: Python: pass@5 not computable: 1 of 1 problems have fewer than 5 samples (fewest 2)" in out

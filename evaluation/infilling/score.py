@@ -28,6 +28,7 @@ import storage
 from evaluation import beam_scoring, resumable
 from evaluation.infilling.problems import Problem, Subset, problems_by_id
 from evaluation.infilling.program import JUDGE, TIMEOUT_S, Status, run_middle
+from evaluation import passk
 from evaluation.passk import DEFAULT_KS, mean_pass_at_k
 from evaluation.resumable import Prediction
 from languages import get as language_named
@@ -121,6 +122,7 @@ def subset_metrics(subset: Subset, records: Sequence[dict], ks: Sequence[int]) -
   statuses = collections.Counter(r["status"] for r in records)
   percent = lambda n: round(100 * n / len(records), 4) if records else None  # noqa: E731
   return {**mean_pass_at_k({qid: (n, c) for qid, (n, c) in per_problem.items()}, ks=tuple(ks)),
+          "not_computable": passk.not_computable({qid: (n, c) for qid, (n, c) in per_problem.items()}, ks),
           **{f"percent_{s.value}": percent(statuses[s.value]) for s in Status},
           "num_predictions": len(records), "num_problems": len(per_problem), "subset_size": subset.published_size,
           "samples_per_problem": sorted({n for n, _ in per_problem.values()}),
@@ -166,13 +168,13 @@ COLUMNS = (("percent_passed", "% passed"), ("percent_failed", "% failed"), ("per
 
 def table(metrics: dict) -> str:
   """The per-subset markdown table printed at the end of a run."""
-  ks = sorted({k for s in metrics["subsets"] for k in metrics[s] if k.startswith("pass@")}, key=lambda k: int(k[5:]))
+  ks = passk.columns(metrics[s] for s in metrics["subsets"])
   header = ["subset", "problems", "predictions", *ks, *(title for _, title in COLUMNS)]
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for name in metrics["subsets"]:
     m = metrics[name]
     cells = [name, f"{m['num_problems']} of {m['subset_size']}", str(m["num_predictions"])]
-    cells += [f"{m[k]:.4f}" if isinstance(m.get(k), float) else "–" for k in ks]
+    cells += [passk.cell(m, k, 4) for k in ks]
     cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
@@ -189,6 +191,7 @@ def summary(metrics: dict) -> str:
              for name in metrics["subsets"] if metrics[name]["num_problems"] < metrics[name]["subset_size"]]
   if partial:
     lines.append(f"note: predictions cover part of a subset: {', '.join(partial)}; pass@k is over those problems")
+  lines += passk.not_computable_lines({name: metrics[name] for name in metrics["subsets"]})
   if metrics["unknown_qids"]:
     lines.append(f"warning: {metrics['unknown_qids']} predictions name a qid that is no problem of the subsets "
                  "scored (listed below with the invalid lines)")

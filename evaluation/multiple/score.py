@@ -28,6 +28,7 @@ from evaluation import beam_scoring, resumable
 from evaluation.multiple import execution as multiple_execution
 from evaluation.multiple import files
 from evaluation.multiple.problems import Problem, read_problems
+from evaluation import passk
 from evaluation.passk import DEFAULT_KS, mean_pass_at_k
 from evaluation.resumable import Prediction
 from languages import BY_NAME, get as language_named
@@ -140,6 +141,7 @@ def language_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict:
   # AssertionError, ReferenceError).
   raised = sum(n for status, n in statuses.items() if status not in ("OK", "SyntaxError", "Timeout"))
   return {**mean_pass_at_k({qid: (n, c) for qid, (n, c) in per_problem.items()}, ks=tuple(ks)),
+          "not_computable": passk.not_computable({qid: (n, c) for qid, (n, c) in per_problem.items()}, ks),
           "percent_passed": percent(sum(bool(r["passed"]) for r in records)),
           "percent_exception": percent(raised),
           # a compiled program that does not build: evaluation.score's "% error" column
@@ -327,14 +329,13 @@ COLUMNS = (("percent_passed", "% passed"), ("percent_exception", "% exception"),
 
 def table(metrics: dict) -> str:
   """The per-language markdown table printed at the end of a run."""
-  ks = sorted({k for name in metrics["languages"] for k in metrics[name] if k.startswith("pass@")},
-              key=lambda k: int(k[5:]))
+  ks = passk.columns(metrics[name] for name in metrics["languages"])
   header = ["language", "problems", "predictions", *ks, *(title for _, title in COLUMNS)]
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for name in metrics["languages"]:
     m = metrics[name]
     cells = [display_name(name), str(m["num_problems"]), str(m["num_predictions"])]
-    cells += [f"{m[k]:.3f}" if isinstance(m.get(k), float) else "–" for k in ks]
+    cells += [passk.cell(m, k, 3) for k in ks]
     cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
     lines.append("| " + " | ".join(cells) + " |")
   for name, why in metrics["not_evaluated"].items():
@@ -362,6 +363,7 @@ def summary(metrics: dict) -> str:
   if extra > 0:
     lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
   lines += metrics["unscored_predictions"][:20]
+  lines += passk.not_computable_lines({display_name(name): metrics[name] for name in metrics["languages"]})
   lines += resumable.sampling_warnings({display_name(name): metrics[name] for name in metrics["languages"]})
   lines += resumable.unscored_lines(metrics["unscored_predictions"])
   return "\n".join(lines)
