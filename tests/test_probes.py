@@ -5,7 +5,8 @@ second record, JSON nested 5,000 deep) or, for the practical tasks, a way of get
 (`__main__.encode` replaced, a frame walk to `record()`, a form feed before module-level code). Each
 scorer scores every probe of the table together with a correct prediction in ONE call (the call a
 scoring unit makes): no probe may pass, none may raise, and the correct prediction still passes.
-A new scorer inherits the probes by adding a row to SCORERS.
+A new scorer inherits the probes by adding a row to SCORERS (BabelCode's whole programs have rows: the
+records printed at file scope, before the harness runs).
 """
 
 from __future__ import annotations
@@ -122,6 +123,35 @@ def score_typed(language: str, completions: Sequence[str]) -> list[tuple[bool, s
           for r in benchmark.run(unit, batching.Stats())]
 
 
+# ---- whole programs (BabelCode's predictions): the probes printed at file scope, before the harness ----
+
+# language -> (statements that print {TEXT} at file scope, a correct whole truncate_number)
+WHOLE_FORGERS = {
+    "python": ("import sys\nsys.stdout.write({TEXT})\nsys.stdout.flush()\n",
+               "def truncate_number(number):\n    return number % 1.0\n"),
+    "javascript": ("process.stdout.write({TEXT});\n", "function truncateNumber(number) {\n  return number % 1.0;\n}\n"),
+    "lua": ("io.write({TEXT}) io.flush()\n", "function truncate_number(number)\n  return number % 1.0\nend\n"),
+    "php": ("fwrite(STDOUT, {TEXT}); fflush(STDOUT);\n", "function truncateNumber($number) {\n  return fmod($number, 1.0);\n}\n"),
+    "r": ("cat({TEXT})\n", "truncate_number <- function(number) {\n  return(number %% 1)\n}\n"),
+}
+
+
+def score_whole(language: str, programs: Sequence[str]) -> list[tuple[bool, str]]:
+  """TypedBenchmark.run with whole programs: the call `evaluation.score --whole_programs` makes."""
+  benchmark = score.TypedBenchmark(QUESTIONS, LIMITS, whole=True)
+  unit = [Prediction(FLOAT_QID, i, language, code, i) for i, code in enumerate(programs)]
+  return [(r["status"] == "passed", f"{r['status']}: {r['detail'][:200]}")
+          for r in benchmark.run(unit, batching.Stats())]
+
+
+def _whole_row(language: str) -> "Scorer":
+  statements, correct = WHOLE_FORGERS[language]
+  probes = {p: statements.replace("{TEXT}", _string_literal(language, RECORD_PROBES[p](0))) + correct
+            for p in RECORD_PROBES}
+  return Scorer(f"whole programs {language}", get(language).toolchain, correct, probes,
+                lambda programs: score_whole(language, programs), "error: forged")
+
+
 # ---- practical tasks ---------------------------------------------------------------------------------
 
 PRACTICAL = Problem(problem_id="probe_001", intent="Return the sum of a and b.",
@@ -203,6 +233,7 @@ def _typed_row(language: str) -> Scorer:
 
 
 SCORERS = [*(_typed_row(language) for language in sorted(MODULES)),
+           *(_whole_row(language) for language in sorted(WHOLE_FORGERS)),
            Scorer("practical", practical.toolchain(), PRACTICAL_CORRECT, PRACTICAL_PROBES, score_practical),
            Scorer("iterative python", get("python").toolchain, correct_completion("python"),
                   {p: forged_completion("python", p) for p in RECORD_PROBES}, score_iterative, "error: forged")]
