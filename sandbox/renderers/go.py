@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sandbox.renderers import base, go_harness, lexing, literals
 from sandbox.typed import DECLARED_SCALARS, Question, Type, default_value
@@ -118,22 +118,41 @@ def _homogeneous(t: Type) -> bool:
   return all(a == t.args[0] for a in t.args)
 
 
-def type_name(t: Type) -> str:
-  scalar = {"bool": "bool", "int": "int", "float": "float64", "string": "string"}
-  if t.name in scalar:
-    return scalar[t.name]
+def _spelled(t: Type, leaves: dict[str, str]) -> str:
+  """A type in Go, `leaves` naming its leaf types: a set is a map to bool, an optional a pointer, a
+  tuple an array where its items share a type, else a struct."""
+  if t.name in leaves:
+    return leaves[t.name]
   if t.name == "list":
-    return f"[]{type_name(t.element)}"
+    return f"[]{_spelled(t.element, leaves)}"
   if t.name == "set":
-    return f"map[{type_name(t.element)}]bool"
+    return f"map[{_spelled(t.element, leaves)}]bool"
   if t.name == "map":
-    return f"map[{type_name(t.args[0])}]{type_name(t.args[1])}"
+    return f"map[{_spelled(t.args[0], leaves)}]{_spelled(t.args[1], leaves)}"
   if t.name == "optional":
-    return f"*{type_name(t.element)}"
+    return f"*{_spelled(t.element, leaves)}"
   if t.name == "tuple":
     if _homogeneous(t):
-      return f"[{len(t.args)}]{type_name(t.args[0])}"
-    return "struct{ " + "; ".join(f"F{i} {type_name(a)}" for i, a in enumerate(t.args)) + " }"
+      return f"[{len(t.args)}]{_spelled(t.args[0], leaves)}"
+    return "struct{ " + "; ".join(f"F{i} {_spelled(a, leaves)}" for i, a in enumerate(t.args)) + " }"
+  raise AssertionError(t)
+
+
+def type_name(t: Type) -> str:
+  return _spelled(t, {"bool": "bool", "int": "int", "float": "float64", "string": "string"})
+
+
+def _composite(t: Type, value, element: Callable[[Type, object], str], spelled: Callable[[Type], str]) -> str:
+  """A container's Go composite literal of exactly `spelled(t)`, its elements written by `element`."""
+  if t.name == "list":
+    return f"{spelled(t)}{{{', '.join(element(t.element, v) for v in value)}}}"
+  if t.name == "set":
+    return f"{spelled(t)}{{{', '.join(f'{element(t.element, v)}: true' for v in sorted(value))}}}"
+  if t.name == "map":
+    pairs = ", ".join(f"{element(t.args[0], k)}: {element(t.args[1], v)}" for k, v in value.items())
+    return f"{spelled(t)}{{{pairs}}}"
+  if t.name == "tuple":
+    return f"{spelled(t)}{{{', '.join(element(a, v) for a, v in zip(t.args, value))}}}"
   raise AssertionError(t)
 
 
@@ -176,16 +195,7 @@ def literal(t: Type, value) -> str:
     return string_literal(value)
   if name == "optional":
     return f"(*{type_name(t.element)})(nil)" if value is None else f"codelmPointer({literal(t.element, value)})"
-  if name == "list":
-    return f"{type_name(t)}{{{', '.join(literal(t.element, v) for v in value)}}}"
-  if name == "set":
-    return f"{type_name(t)}{{{', '.join(f'{literal(t.element, v)}: true' for v in sorted(value))}}}"
-  if name == "map":
-    pairs = ", ".join(f"{literal(t.args[0], k)}: {literal(t.args[1], v)}" for k, v in value.items())
-    return f"{type_name(t)}{{{pairs}}}"
-  if name == "tuple":
-    return f"{type_name(t)}{{{', '.join(literal(a, v) for a, v in zip(t.args, value))}}}"
-  raise AssertionError(t)
+  return _composite(t, value, literal, type_name)
 
 
 def zero_literal(t: Type) -> str:
@@ -238,19 +248,7 @@ WHOLE_HARNESS = _aliased_harness()
 def declared_type(t: Type) -> str:
   """A declared type (leaves named as typed.DECLARED_SCALARS) in Go. A tuple, which BabelCode never
   declares (it lists a homogeneous one and refuses others), is what the prompts make of one."""
-  if t.name in DECLARED:
-    return DECLARED[t.name]
-  if t.name == "list":
-    return f"[]{declared_type(t.element)}"
-  if t.name == "set":
-    return f"map[{declared_type(t.element)}]bool"
-  if t.name == "map":
-    return f"map[{declared_type(t.args[0])}]{declared_type(t.args[1])}"
-  if t.name == "tuple":
-    if _homogeneous(t):
-      return f"[{len(t.args)}]{declared_type(t.args[0])}"
-    return "struct{ " + "; ".join(f"F{i} {declared_type(a)}" for i, a in enumerate(t.args)) + " }"
-  raise AssertionError(t)
+  return _spelled(t, DECLARED)
 
 
 def declared_literal(t: Type, value) -> str:
@@ -267,16 +265,7 @@ def declared_literal(t: Type, value) -> str:
     return f"string({string_literal(value)})"
   if name in ("integer", "long"):
     return f"{DECLARED[name]}({value})"
-  if name == "list":
-    return f"{declared_type(t)}{{{', '.join(declared_literal(t.element, v) for v in value)}}}"
-  if name == "set":
-    return f"{declared_type(t)}{{{', '.join(f'{declared_literal(t.element, v)}: true' for v in sorted(value))}}}"
-  if name == "map":
-    pairs = ", ".join(f"{declared_literal(t.args[0], k)}: {declared_literal(t.args[1], v)}" for k, v in value.items())
-    return f"{declared_type(t)}{{{pairs}}}"
-  if name == "tuple":
-    return f"{declared_type(t)}{{{', '.join(declared_literal(a, v) for a, v in zip(t.args, value))}}}"
-  raise AssertionError(t)
+  return _composite(t, value, declared_literal, declared_type)
 
 
 def declared_tree(t: Type) -> str:

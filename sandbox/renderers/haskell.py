@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from sandbox.renderers import base, literals
 from sandbox.typed import Question, Type, default_value
@@ -128,25 +129,31 @@ _SCALAR_ENCODERS = {"bool": "encBool", "int": "encInt", "float": "encDouble", "s
 
 
 
-def type_name(t: Type, argument: bool = False) -> str:
-  """`t` in Haskell; `argument`: it is applied to a type constructor, so applications need ()."""
-  if t.name in _SCALAR_TYPES:
-    return _SCALAR_TYPES[t.name]
+def _spelled(t: Type, leaves: dict[str, str], argument: bool = False) -> str:
+  """A type in Haskell, `leaves` naming its leaf types; `argument`: it is applied to a type
+  constructor, so applications need ()."""
+  if t.name in leaves:
+    return leaves[t.name]
   if t.name == "list":
-    return f"[{type_name(t.element)}]"
+    return f"[{_spelled(t.element, leaves)}]"
   if t.name == "tuple":
     if len(t.args) == 1:
-      return type_name(t.args[0], argument)
-    return "(" + ", ".join(type_name(a) for a in t.args) + ")"
+      return _spelled(t.args[0], leaves, argument)
+    return "(" + ", ".join(_spelled(a, leaves) for a in t.args) + ")"
   if t.name == "set":
-    text = f"Set.Set {type_name(t.element, True)}"
+    text = f"Set.Set {_spelled(t.element, leaves, True)}"
   elif t.name == "map":
-    text = f"Map.Map {type_name(t.args[0], True)} {type_name(t.args[1], True)}"
+    text = f"Map.Map {_spelled(t.args[0], leaves, True)} {_spelled(t.args[1], leaves, True)}"
   elif t.name == "optional":
-    text = f"Maybe {type_name(t.element, True)}"
+    text = f"Maybe {_spelled(t.element, leaves, True)}"
   else:
     raise AssertionError(t)
   return f"({text})" if argument else text
+
+
+def type_name(t: Type, argument: bool = False) -> str:
+  """`t` in Haskell; `argument`: it is applied to a type constructor, so applications need ()."""
+  return _spelled(t, _SCALAR_TYPES, argument)
 
 
 def string_literal(text: str) -> str:
@@ -178,59 +185,56 @@ def literal(t: Type, value) -> str:
     return _number(t, value)
   if name == "string":
     return string_literal(value)
-  if name == "list":
-    return "[" + ", ".join(literal(t.element, v) for v in value) + "]"
-  if name == "set":
-    return "(Set.fromList [" + ", ".join(literal(t.element, v) for v in sorted(value)) + "])"
-  if name == "map":
+  return _composite(t, value, literal)
+
+
+def _composite(t: Type, value, element: Callable[[Type, object], str]) -> str:
+  """A container's Haskell expression, its elements written by `element`."""
+  if t.name == "list":
+    return "[" + ", ".join(element(t.element, v) for v in value) + "]"
+  if t.name == "set":
+    return "(Set.fromList [" + ", ".join(element(t.element, v) for v in sorted(value)) + "])"
+  if t.name == "map":
     return "(Map.fromList [" + ", ".join(
-        f"({literal(t.args[0], k)}, {literal(t.args[1], v)})" for k, v in value.items()) + "])"
-  if name == "tuple":
+        f"({element(t.args[0], k)}, {element(t.args[1], v)})" for k, v in value.items()) + "])"
+  if t.name == "tuple":
     if len(t.args) == 1:
-      return literal(t.args[0], value[0])
-    return "(" + ", ".join(literal(a, v) for a, v in zip(t.args, value)) + ")"
+      return element(t.args[0], value[0])
+    return "(" + ", ".join(element(a, v) for a, v in zip(t.args, value)) + ")"
   raise AssertionError(t)
 
 
 def encoder(t: Type) -> str:
   """A Haskell expression of type `t -> String` giving the canonical JSON of a value."""
+  return _encoder(t, _SCALAR_ENCODERS)
+
+
+def _encoder(t: Type, leaves: dict[str, str]) -> str:
+  """`t -> String`, the canonical JSON of a value, `leaves` encoding its leaf types."""
   name = t.name
-  if name in _SCALAR_ENCODERS:
-    return _SCALAR_ENCODERS[name]
+  if name in leaves:
+    return leaves[name]
   if name == "list":
-    return f"(encList {encoder(t.element)})"
+    return f"(encList {_encoder(t.element, leaves)})"
   if name == "set":
-    return f"(encList {encoder(t.element)} . Set.toList)"
+    return f"(encList {_encoder(t.element, leaves)} . Set.toList)"
   if name == "map":
-    return f"(encMap {encoder(t.args[0])} {encoder(t.args[1])})"
+    return f"(encMap {_encoder(t.args[0], leaves)} {_encoder(t.args[1], leaves)})"
   if name == "optional":
-    return f"(maybe \"null\" {encoder(t.element)})"
+    return f"(maybe \"null\" {_encoder(t.element, leaves)})"
   if name == "tuple":
     names = [f"x{i}" for i in range(len(t.args))]
     pattern = names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
-    parts = ", ".join(f"{encoder(a)} {n}" for a, n in zip(t.args, names))
+    parts = ", ".join(f"{_encoder(a, leaves)} {n}" for a, n in zip(t.args, names))
     return f"(\\{pattern} -> encList id [{parts}])"
   raise AssertionError(t)
 
 
 def declared_type(t: Type, argument: bool = False) -> str:
   """A declared type (leaves named as typed.DECLARED_SCALARS) as BabelCode writes it in Haskell;
-  `argument`: applied to a type constructor, so applications need ()."""
-  if t.name in DECLARED:
-    return DECLARED[t.name]
-  if t.name == "list":
-    return f"[{declared_type(t.element)}]"
-  if t.name == "tuple":  # not in BabelCode's data; a typed question's tuple, as `type_name` writes it
-    if len(t.args) == 1:
-      return declared_type(t.args[0], argument)
-    return "(" + ", ".join(declared_type(a) for a in t.args) + ")"
-  if t.name == "set":
-    text = f"Set.Set {declared_type(t.element, True)}"
-  elif t.name == "map":
-    text = f"Map.Map {declared_type(t.args[0], True)} {declared_type(t.args[1], True)}"
-  else:
-    raise AssertionError(t)
-  return f"({text})" if argument else text
+  `argument`: applied to a type constructor, so applications need (). A tuple (not in BabelCode's
+  data) is a typed question's, as `type_name` writes it."""
+  return _spelled(t, DECLARED, argument)
 
 
 def declared_literal(t: Type, value) -> str:
@@ -246,38 +250,13 @@ def declared_literal(t: Type, value) -> str:
     return "True" if value else "False"
   if name == "string":
     return string_literal(value)
-  if name == "list":
-    return "[" + ", ".join(declared_literal(t.element, v) for v in value) + "]"
-  if name == "set":
-    return "(Set.fromList [" + ", ".join(declared_literal(t.element, v) for v in sorted(value)) + "])"
-  if name == "map":
-    return "(Map.fromList [" + ", ".join(
-        f"({declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)})" for k, v in value.items()) + "])"
-  if name == "tuple":
-    if len(t.args) == 1:
-      return declared_literal(t.args[0], value[0])
-    return "(" + ", ".join(declared_literal(a, v) for a, v in zip(t.args, value)) + ")"
-  raise AssertionError(t)
+  return _composite(t, value, declared_literal)
 
 
 def declared_encoder(t: Type) -> str:
   """`encoder` for a declared type: `t -> String`, the canonical JSON of its typed value."""
-  leaves = {"boolean": "encBool", "integer": "encInteger", "long": "encInteger", "float": "encDouble",
-            "double": "encDouble", "character": "encChar", "string": "encString"}
-  if t.name in leaves:
-    return leaves[t.name]
-  if t.name == "list":
-    return f"(encList {declared_encoder(t.element)})"
-  if t.name == "set":
-    return f"(encList {declared_encoder(t.element)} . Set.toList)"
-  if t.name == "map":
-    return f"(encMap {declared_encoder(t.args[0])} {declared_encoder(t.args[1])})"
-  if t.name == "tuple":
-    names = [f"x{i}" for i in range(len(t.args))]
-    pattern = names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
-    parts = ", ".join(f"{declared_encoder(a)} {n}" for a, n in zip(t.args, names))
-    return f"(\\{pattern} -> encList id [{parts}])"
-  raise AssertionError(t)
+  return _encoder(t, {"boolean": "encBool", "integer": "encInteger", "long": "encInteger", "float": "encDouble",
+                      "double": "encDouble", "character": "encChar", "string": "encString"})
 
 
 # The harness's imports (Solution's comes after them), its helpers, and the head of `main`.
