@@ -68,6 +68,7 @@ import os
 import re
 import subprocess
 import threading
+from collections.abc import Callable
 
 from sandbox.renderers import base, cache, lexing, literals, rust_harness
 from sandbox.typed import Question, Type, default_value
@@ -132,16 +133,20 @@ def literal(t: Type, value) -> str:
     return string_literal(value)
   if name == "optional":
     return f"Option::<{type_name(t.element)}>::None" if value is None else f"Some({literal(t.element, value)})"
-  if name == "list" or (name == "set" and t.element.name == "float"):
-    items = value if name == "list" else sorted(value)
-    return f"<{type_name(t)}>::from([{', '.join(literal(t.element, v) for v in items)}])"
-  if name == "set":
-    return f"<{type_name(t)}>::from([{', '.join(literal(t.element, v) for v in sorted(value))}])"
-  if name == "map":
-    pairs = ", ".join(f"({literal(t.args[0], k)}, {literal(t.args[1], v)})" for k, v in value.items())
-    return f"<{type_name(t)}>::from([{pairs}])"
-  if name == "tuple":
-    items = ", ".join(literal(a, v) for a, v in zip(t.args, value))
+  return _composite(t, value, literal, type_name)
+
+
+def _composite(t: Type, value, element: Callable[[Type, object], str], spelled: Callable[[Type], str]) -> str:
+  """A container's Rust expression of exactly `spelled(t)` (a Vec, HashSet or HashMap `from` an
+  array, whatever a set of floats is spelled as), its elements written by `element`."""
+  if t.name in ("list", "set"):
+    items = value if t.name == "list" else sorted(value)
+    return f"<{spelled(t)}>::from([{', '.join(element(t.element, v) for v in items)}])"
+  if t.name == "map":
+    pairs = ", ".join(f"({element(t.args[0], k)}, {element(t.args[1], v)})" for k, v in value.items())
+    return f"<{spelled(t)}>::from([{pairs}])"
+  if t.name == "tuple":
+    items = ", ".join(element(a, v) for a, v in zip(t.args, value))
     return f"({items},)" if len(t.args) == 1 else f"({items})"
   raise AssertionError(t)
 
@@ -249,16 +254,7 @@ def declared_literal(t: Type, value) -> str:
     return f"'\\u{{{0xFFFD if 0xD800 <= code <= 0xDFFF else code:x}}}'"
   if name == "string":
     return string_literal(value)
-  if name in ("list", "set"):
-    items = value if name == "list" else sorted(value)
-    return f"<{declared_type(t)}>::from([{', '.join(declared_literal(t.element, v) for v in items)}])"
-  if name == "map":
-    pairs = ", ".join(f"({declared_literal(t.args[0], k)}, {declared_literal(t.args[1], v)})" for k, v in value.items())
-    return f"<{declared_type(t)}>::from([{pairs}])"
-  if name == "tuple":
-    items = ", ".join(declared_literal(a, v) for a, v in zip(t.args, value))
-    return f"({items},)" if len(t.args) == 1 else f"({items})"
-  raise AssertionError(t)
+  return _composite(t, value, declared_literal, declared_type)
 
 
 _library_lock = threading.Lock()
