@@ -1,7 +1,9 @@
 """evaluation/infilling/: HumanEval-infilling's construction (sizes, reassembly, the published
 examples, seeded spans), its prompts, scoring by execution (correct, wrong, crashing and tampering
 middles; resumption; unknown qids; the Beam runner), and exact match for SantaCoder-FIM files.
-Only a few problems are executed: each sandbox run is ~40 ms, the whole benchmark minutes."""
+Judged by values (typed HumanEval's test cases, compared outside) where typed HumanEval has the
+problem, by the nonce harness elsewhere: the forgeries of an in-process verdict pass the one and fail
+the other. Only a few problems are executed: each sandbox run is ~40 ms, the whole benchmark minutes."""
 
 from __future__ import annotations
 
@@ -142,14 +144,16 @@ TAMPERING = {
 @needs_sandbox
 def test_a_correct_middle_passes_and_wrong_or_crashing_ones_fail():
   p = l7()
+  assert program.question_of(p).qid == "HumanEval/0"  # judged by values
   assert program.run_middle(p, p.middle, LIMITS)["status"] == "passed"
   assert program.run_middle(p, "    return False  # the same line, restated\n", LIMITS)["passed"]
+  # The values come out and are compared outside: the detail names the test case and both values.
   wrong = program.run_middle(p, "    return True\n", LIMITS)
-  assert wrong["status"] == "failed" and wrong["detail"].startswith("AssertionError")
+  assert wrong["status"] == "failed" and wrong["detail"] == "test case 1 failed: expected false, got true"
   crash = program.run_middle(p, "    return 1 / 0\n", LIMITS)
-  assert crash["status"] == "failed" and "ZeroDivisionError" in crash["detail"]
+  assert crash["status"] == "failed" and "exception: ZeroDivisionError" in crash["detail"]
   broken = program.run_middle(p, "    return (\n", LIMITS)
-  assert broken["status"] == "error" and "code.py does not compile" in broken["detail"]
+  assert broken["status"] == "error" and "SyntaxError" in broken["detail"]
   slow = program.run_middle(p, "    while True: pass\n", execution.Limits(timeout_s=0.5))
   assert slow["status"] == "timeout"
 
@@ -163,14 +167,14 @@ def test_a_middle_that_tampers_with_the_harness_does_not_pass(name):
 
 def test_the_nonce_is_not_in_the_program_and_a_record_needs_it():
   p = l7()
-  a, b = program.program(p, p.middle), program.program(p, p.middle)
+  a, b = program.nonce_program(p, p.middle), program.nonce_program(p, p.middle)
   assert a.files["nonce"] != b.files["nonce"]
   assert not any(a.files["nonce"] in a.files[name] for name in ("main.py", "code.py", "test.py"))
   nonce = a.files["nonce"]
   run = execution.Step(("python",), 0, 0.1, False)
 
   def judged(stdout: str) -> program.Verdict:
-    return program.judge(execution.Execution((), run, stdout, "", False), nonce)
+    return program.nonce_judge(execution.Execution((), run, stdout, "", False), nonce)
 
   assert judged(f"\n{nonce} passed\n").passed
   assert judged(f"\n{nonce} failed AssertionError\n").status is program.Status.FAILED
@@ -178,6 +182,115 @@ def test_the_nonce_is_not_in_the_program_and_a_record_needs_it():
   assert judged(f"x{nonce} passed\n").status is program.Status.ERROR    # not at a line's start
   twice = judged(f"\n{nonce} passed\n{nonce} passed\n")
   assert twice.status is program.Status.ERROR and "forged" in twice.detail
+
+
+# Middles written against an in-process verdict (issue 55): each is wrong (`return True` where
+# HumanEval/0's last line returns False) and forges the nonce harness's `passed`.
+FRAME_WALK = """    import sys
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "record" in frame.f_locals:
+            frame.f_locals["record"]("passed")
+        frame = frame.f_back
+    return True
+"""
+GC_WALK = """    import gc
+    for found in gc.get_objects():
+        if type(found).__name__ == "function" and found.__name__ == "record":
+            found("passed")
+    return True
+"""
+# Every 32-hex-digit string in the heap and anonymous mappings, written as a record to fds 3-9.
+MEMORY_SCAN = """    import os, re
+    found = set()
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw") or len(fields) > 5 and fields[5] != "[heap]":
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                found.update(re.findall(rb"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])", mem.read(end - start)))
+            except (OSError, ValueError, OverflowError):
+                pass
+    for fd in range(3, 10):
+        for nonce in found:
+            try:
+                os.write(fd, b"\\n" + nonce + b" passed\\n")
+            except OSError:
+                break
+    os._exit(0)
+"""
+ALWAYS_EQUAL = """    class Equal:
+        __eq__ = lambda self, other: True
+    return Equal()
+"""
+FORGERIES = {"a frame walk to the harness's record": FRAME_WALK, "a gc walk to the harness's record": GC_WALK,
+             "a /proc/self/mem scan for the nonce, written to fds 3-9": MEMORY_SCAN,
+             "an object equal to everything": ALWAYS_EQUAL}
+SLACK = execution.Limits(timeout_s=30.0)  # no verdict here may depend on the machine's speed
+
+
+@needs_sandbox
+@pytest.mark.parametrize("name", FORGERIES)
+def test_a_forgery_of_the_nonce_harness_fails_by_values(name):
+  p = l7()
+  forged, _ = program.run_by_nonce(p, FORGERIES[name], SLACK)
+  assert forged.passed, forged  # the attack is real: in the process, the verdict is the middle's
+  verdict = program.run_middle(p, FORGERIES[name], SLACK)
+  assert verdict["status"] == "failed" and not verdict["passed"], verdict
+  assert verdict["detail"].startswith("test case 1 "), verdict  # the first case the middle runs in
+  if name == "an object equal to everything":
+    assert "TypeError: expected bool, got Equal" in verdict["detail"]  # refused, never compared
+
+
+@needs_sandbox
+def test_value_records_printed_by_the_middle_are_caught_as_forged():
+  printing = "    for i in range(7):\n        print('#codelm# %d ok true' % i)\n    return True\n"
+  verdict = program.run_middle(l7(), printing, SLACK)
+  assert verdict["status"] == "error" and verdict["detail"].startswith("forged records"), verdict
+
+
+def test_the_value_program_is_the_code_as_given_calling_the_problems_own_entry_point():
+  humaneval = load_humaneval_problems()
+  judged = {}
+  for p in problems.load(Subset.RANDOM_SPAN_LIGHT):
+    question = program.question_of(p)
+    if question is None:
+      continue
+    text = program.value_program(p, question, p.middle).files["main.py"]
+    assert text.startswith(p.code(p.middle)), p.task_id  # no head of imports: the prefix's own
+    assert f"lambda: {humaneval[p.humaneval_id]['entry_point']}(" in text, p.task_id
+    judged[p.humaneval_id] = question
+  assert len(judged) == 155
+  # Five HumanEval names are not BabelCode's snake case, which the whole-program renderer would call.
+  renamed = {qid for qid, q in judged.items() if PYTHON.entry_name(q) != humaneval[qid]["entry_point"]}
+  assert renamed == {"HumanEval/66", "HumanEval/114", "HumanEval/129", "HumanEval/146", "HumanEval/153"}
+
+
+@needs_sandbox
+def test_a_problem_whose_name_is_not_snake_case_is_judged_by_values():
+  p = problems.problems_by_id([Subset.SINGLE_LINE])["SingleLineInfilling/HumanEval/66/L0"]  # digitSum
+  assert p.entry_point == "digitSum" and program.question_of(p) is not None
+  assert program.run_middle(p, p.middle, LIMITS)["status"] == "passed"
+  wrong = program.run_middle(p, "    if s == '': return 1\n", LIMITS)
+  assert wrong["status"] == "failed" and wrong["detail"].startswith("test case 0 failed: expected 0, got 1"), wrong
+
+
+def l10() -> problems.Problem:
+  """HumanEval/10 (make_palindrome), which typed HumanEval leaves out: `        return ''` as the middle."""
+  return problems.problems_by_id([Subset.SINGLE_LINE])["SingleLineInfilling/HumanEval/10/L1"]
+
+
+@needs_sandbox
+def test_a_problem_typed_humaneval_lacks_is_judged_by_the_nonce_harness():
+  p = l10()
+  assert program.question_of(p) is None
+  assert program.run_middle(p, p.middle, LIMITS)["status"] == "passed"
+  wrong = program.run_middle(p, "        return 'x'\n", LIMITS)
+  assert wrong["status"] == "failed" and wrong["detail"].startswith("AssertionError"), wrong  # check() raised
+  assert program.run_middle(p, "        import sys; sys.exit(0)\n", LIMITS)["status"] == "failed"
 
 
 # ---- scoring a predictions file ---------------------------------------------------------------------
@@ -222,6 +335,8 @@ def test_scoring_counts_pass_at_k_per_subset_and_a_rerun_reuses_every_verdict(tm
   assert "note: single-line: pass@10 not computable: 1 of 1 problems have fewer than 10 samples (fewest 5)" in printed
   assert "1 predictions name a qid" in printed and "--max_decode_length" in printed
   assert "invalid prediction: " + f"{path}:6: unknown qid" in printed
+  assert metrics["nonce_judged"] == {"problems": 0, "of": 2, "humaneval_ids": []}
+  assert single["nonce_judged_problems"] == 0 and "nonce harness" not in printed
   results = read_jsonl(output / "results.jsonl")
   assert len(results) == 6 and {r["status"] for r in results} == {"passed", "failed"}
 
@@ -234,6 +349,26 @@ def test_scoring_counts_pass_at_k_per_subset_and_a_rerun_reuses_every_verdict(tm
   assert cli.main(argv + ["--timeout", "5"]) == 0
   redone = json.loads((output / "metrics.json").read_text())
   assert redone["scoring"]["programs_executed"] == 4 and redone["single-line"]["pass@1"] == single["pass@1"]
+
+
+@needs_sandbox
+def test_the_problems_on_the_nonce_harness_are_counted_and_printed(tmp_path, capsys):
+  p, light = l10(), problems.problems_by_id([Subset.RANDOM_SPAN_LIGHT])["RandomSpanInfillingLight/HumanEval/10/0"]
+  path = write_jsonl(tmp_path / "predictions.jsonl", [
+      {"qid": p.task_id, "language": "Python", "sample_id": 0, "code": p.middle},
+      {"qid": p.task_id, "language": "Python", "sample_id": 1, "code": "        return 'x'\n"},
+      {"qid": l7().task_id, "language": "Python", "sample_id": 0, "code": l7().middle},
+      {"qid": light.task_id, "language": "Python", "sample_id": 0, "code": light.middle}])
+  output = tmp_path / "scored"
+  assert cli.main(["score", "--predictions", path, "--output_dir", str(output), "--k", "1", "--workers", "1",
+                   "--subset", "single-line,random-span-light"]) == 0
+  metrics = json.loads((output / "metrics.json").read_text())
+  assert metrics["nonce_judged"] == {"problems": 2, "of": 3, "humaneval_ids": ["HumanEval/10"]}
+  assert metrics["single-line"]["nonce_judged_problems"] == 1
+  assert metrics["random-span-light"]["nonce_judged_problems"] == 1
+  assert metrics["single-line"]["counts"] == {"passed": 2, "failed": 1, "error": 0, "timeout": 0}
+  assert ("note: 2 of 3 problems judged by the nonce harness (no typed question): HumanEval/10; "
+          "a middle there can forge a pass") in capsys.readouterr().out
 
 
 @needs_sandbox

@@ -21,11 +21,13 @@ import pytest
 from data.practical_tasks import Problem
 from evaluation import score
 from evaluation.iterative import protocol as iterative_protocol
+from evaluation.infilling import score as infilling
 from evaluation.practical import score as practical
 from sandbox import batching, execution, typed
 from evaluation.iterative.tasks import Example
 from sandbox.renderers import MODULES, get
 from evaluation.resumable import Prediction
+import test_infilling
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = {q.qid: q for q in typed.read_questions(os.path.join(HERE, "data", "typed_questions.jsonl"))}
@@ -214,6 +216,17 @@ def score_iterative(completions: Sequence[str]) -> list[tuple[bool, str]]:
   return [(c.verdict == iterative_protocol.SUCCESS, f"{c.verdict}: {c.detail[:200]}") for c in checks]
 
 
+# ---- HumanEval-infilling: the middles that forge an in-process verdict (tests/test_infilling.py) ---------
+
+def score_infilling(middles: Sequence[str]) -> list[tuple[bool, str]]:
+  """InfillingBenchmark.run: the call evaluation.infilling makes for one unit, on HumanEval/0's last
+  line (judged by values: typed HumanEval has the problem)."""
+  problem = test_infilling.l7()
+  benchmark = infilling.InfillingBenchmark({problem.task_id: problem}, infilling.LIMITS)
+  unit = [Prediction(problem.task_id, i, "python", middle, i) for i, middle in enumerate(middles)]
+  return [(r["passed"], f"{r['status']}: {r['detail'][:200]}") for r in benchmark.run(unit, batching.Stats())]
+
+
 # ---- the table -----------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +248,7 @@ def _typed_row(language: str) -> Scorer:
 SCORERS = [*(_typed_row(language) for language in sorted(MODULES)),
            *(_whole_row(language) for language in sorted(WHOLE_FORGERS)),
            Scorer("practical", practical.toolchain(), PRACTICAL_CORRECT, PRACTICAL_PROBES, score_practical),
+           Scorer("infilling", get("python").toolchain, "    return False\n", test_infilling.FORGERIES, score_infilling),
            Scorer("iterative python", get("python").toolchain, correct_completion("python"),
                   {p: forged_completion("python", p) for p in RECORD_PROBES}, score_iterative, "error: forged")]
 

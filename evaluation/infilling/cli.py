@@ -41,7 +41,9 @@ def _parser() -> argparse.ArgumentParser:
   make.add_argument("--output", required=True, help="prompts JSONL (replaced whole)")
   make.add_argument("--limit", type=int, default=None, help="the first N problems of each subset (or of the file)")
 
-  run = commands.add_parser("score", help="run the middles with HumanEval's tests: pass@k per subset")
+  run = commands.add_parser("score", help="run the middles on typed HumanEval's test cases, values compared "
+                                          "outside (HumanEval's tests under a nonce harness where no typed "
+                                          "question): pass@k per subset")
   run.add_argument("--predictions", required=True, help="sample.py's predictions JSONL")
   run.add_argument("--output_dir", required=True, help="directory for results.jsonl and metrics.json")
   run.add_argument("--subset", default="all", help="subsets whose problems the qids may name: all, or a list")

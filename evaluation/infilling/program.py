@@ -2,10 +2,37 @@
 
 The published harness (human_eval_infilling/execution.py) execs `prefix + middle + suffix + "\n" +
 test + "\n" + check(entry_point)` in a child process and calls it passed when the exec returns within
-3 s. In that process the middle runs with the harness, so a middle that exits early (`sys.exit(0)`,
-`os._exit(0)`), redefines `check`, or prints what a passed run prints would pass with an exit status or a
-marker for a verdict. Here the verdict is one record line that only the harness can write, after
-check(...) has returned:
+3 s. There the middle runs in the process that decides the verdict, so it can decide it: exit early
+(`sys.exit(0)`), redefine `check`, walk the stack to the harness, or return an object equal to
+everything. Here a problem is judged the way typed HumanEval judges a Python program, where it can be:
+
+**By values (155 of HumanEval's 164 problems).** An infilling problem's task id names its HumanEval
+problem (`SingleLineInfilling/HumanEval/0/L0` -> `HumanEval/0`); where typed HumanEval
+(evaluation/data/humaneval_typed.jsonl, sandbox/typed.py) has that question, the program is the code
+exactly as given (prefix + middle + suffix: the whole HumanEval function with its imports; no head of
+imports of ours) followed by codelm's Python harness (sandbox/renderers/python.py, `code_program`),
+which calls the function on each typed test case's inputs and prints one value record per case
+(sandbox/renderers/base.py). The expected outputs never enter the sandbox; sandbox/judge.py decodes each
+value strictly by the return type and compares it outside. The function called is the problem's own
+entry point: five HumanEval names are not snake case (digitSum, minSubArraySum, minPath,
+specialFilter, Strongest_Extension), where BabelCode's `entry_name` (digit_sum, ...) is not what the
+code defines. HumanEval's `check` is not run. So the forgeries of an in-process verdict fail:
+- a stack or gc walk to the harness's `record`, a scan of /proc/self/mem for a nonce, writes to other
+  descriptors: there is no verdict in the process to reach, only values, and a wrong value is wrong;
+- an object equal to everything: the harness encodes only the exact built-in type the question
+  returns (`type(v) is bool`), so the case is an exception, not a comparison;
+- records of its own on stdout: a second or out-of-order record marks the run forged (error);
+- exiting early: `sys.exit` in the function is that case's exception; after `os._exit` (or a crash)
+  the cases not yet run have no record, so they are missing.
+The judge's outcome maps to infilling's statuses: passed (every case returned the expected value),
+failed (a case wrong, raised, or missing after others ran), error (no record at all: the code did
+not compile or ended first; or forged records), timeout.
+
+**By the nonce harness (the other 9: HumanEval/10, /22, /32, /38, /50, /103, /125, /137, /148).**
+Typed HumanEval has no question for these (evaluation/humaneval/questions.py: /22, /103, /125, /137
+and /148 take or return values of no single type; /10, /32, /38 and /50 have a prompt that defines a
+helper the solution calls, which the other languages' prompts would not show), so the published test
+runs in the process, with a verdict only the harness can write, after check(...) has returned:
 - the run's nonce (16 random bytes, new for every execution) is a file of the box, never part of the
   program text: the harness reads it and deletes it before any of the program's code runs;
 - the harness keeps a duplicate of stdout for its record and points file descriptor 1 at /dev/null,
@@ -19,36 +46,44 @@ check(...) has returned:
   <why>`; the harness then leaves with os._exit, so no atexit hook or thread of the program runs after
   the verdict. A run with no record (os._exit, a crash, a kill) or a record twice is not passed.
 What this cannot stop, as no in-process test can (the published harness neither): code written to
-attack the harness itself (reading its frames for the nonce, patching builtins the asserts call,
-returning an object equal to everything). The sandbox (sandbox/execution.py) bounds what such code can
-do to the machine; the tests' verdict is the program's own.
+attack the harness itself (walking frames or the gc to its `record`, reading its memory for the
+nonce, returning an object equal to everything). score.py counts and prints the problems judged so.
+The sandbox (sandbox/execution.py) bounds what such code can do to the machine.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import json
 import secrets
+from collections.abc import Mapping
 
+from evaluation.benchmark_data import load_benchmark
 from evaluation.infilling.problems import Problem
 from sandbox import execution
+from sandbox import judge as values
 from sandbox.renderers import base
 from sandbox.renderers.python import RENDERER as PYTHON
+from sandbox.typed import Question
 
 # The published harness's timeout (evaluate_functional_correctness's default): 3 s per program.
 TIMEOUT_S = 3.0
-# Part of a result's identity (resumable.Benchmark.settings): a new harness version rescores.
-JUDGE = "nonce record after check returns, code and test compiled apart, v1"
+# Part of a result's identity (resumable.Benchmark.settings): a new judge version rescores.
+JUDGE = ("values compared outside with typed HumanEval's test cases (the problem's entry point called), "
+         "the nonce record where no typed question, v2")
 
 
 class Status(enum.Enum):
-  PASSED = "passed"     # check(entry_point) returned
-  FAILED = "failed"     # the code or the tests raised (an assertion, an exception, SystemExit)
-  ERROR = "error"       # did not compile, or ended without a verdict (os._exit, a crash, a forged record)
-  TIMEOUT = "timeout"   # the run hit its wall-clock limit before a verdict
+  PASSED = "passed"     # every test case returned the expected value (nonce harness: check returned)
+  FAILED = "failed"     # a test case returned a wrong value, raised, or had no record after others ran
+  ERROR = "error"       # did not compile, ended before any test case, or forged records
+  TIMEOUT = "timeout"   # the run hit its wall-clock limit before every test case passed
 
 
-# Runs as main.py; program() puts ENTRY_POINT (the name check is called on) in front of it.
+# The nonce harness (the problems typed HumanEval lacks). Runs as main.py; nonce_program() puts
+# ENTRY_POINT (the name check is called on) in front of it.
 _HARNESS = '''
 import os, sys
 
@@ -95,8 +130,8 @@ _codelm_main()
 '''
 
 
-def program(problem: Problem, middle: str) -> base.Program:
-  """The sandbox program of `middle` in `problem` (module docstring)."""
+def nonce_program(problem: Problem, middle: str) -> base.Program:
+  """The nonce harness's sandbox program of `middle` in `problem` (module docstring)."""
   return base.Program(files={"main.py": f"ENTRY_POINT = {problem.entry_point!r}\n{_HARNESS}",
                              "code.py": problem.code(middle), "test.py": problem.test,
                              "nonce": secrets.token_hex(16)},
@@ -113,8 +148,8 @@ class Verdict:
     return self.status is Status.PASSED
 
 
-def judge(result: execution.Execution, nonce: str) -> Verdict:
-  """The verdict of one execution: its one record that carries the nonce."""
+def nonce_judge(result: execution.Execution, nonce: str) -> Verdict:
+  """The nonce harness's verdict of one execution: its one record that carries the nonce."""
   records = [line[len(nonce) + 1:] for line in result.stdout.split("\n") if line.startswith(nonce + " ")]
   run = result.run
   if len(records) > 1:
@@ -133,10 +168,62 @@ def judge(result: execution.Execution, nonce: str) -> Verdict:
                                + (f": {tail}" if tail else ""))
 
 
-def run_middle(problem: Problem, middle: str, limits: execution.Limits) -> dict:
-  """Runs `middle` in `problem` in the sandbox: a results.jsonl record's verdict fields."""
-  prog = program(problem, middle)
+@functools.cache
+def typed_questions() -> Mapping[str, Question]:
+  """Typed HumanEval's questions by HumanEval id (evaluation/data/humaneval_typed.jsonl)."""
+  return load_benchmark("humaneval")
+
+
+def question_of(problem: Problem) -> Question | None:
+  """The typed question that judges `problem` by values; None: the nonce harness judges it."""
+  return typed_questions().get(problem.humaneval_id)
+
+
+def value_program(problem: Problem, question: Question, middle: str) -> base.Program:
+  """The code as given (prefix + middle + suffix), then the Python harness calling the problem's
+  entry point on each typed test case's inputs and printing the values (module docstring)."""
+  return PYTHON.code_program(question, problem.code(middle), problem.entry_point)
+
+
+_OUTCOMES = {values.Status.PASSED: Status.PASSED, values.Status.FAILED: Status.FAILED,
+             values.Status.COMPILE_ERROR: Status.ERROR, values.Status.ERROR: Status.ERROR,
+             values.Status.TIMEOUT: Status.TIMEOUT}
+
+
+def value_verdict(question: Question, result: execution.Execution) -> Verdict:
+  """The verdict of one execution of a value program: sandbox/judge.py's outcome, as infilling's status."""
+  outcome = values.judge(question, result)
+  return Verdict(_OUTCOMES[outcome.status], outcome.detail)
+
+
+def identity(problem: Problem, middle: str) -> str:
+  """Everything besides the settings that decides the verdict of `middle` (the shared scorer's program
+  text: equal texts share one execution, a changed one is run again): the program, and the expected
+  outputs where values are judged."""
+  question = question_of(problem)
+  if question is None:
+    return problem.program(middle)
+  return (value_program(problem, question, middle).files["main.py"] + "\0"
+          + json.dumps(question.to_json(), sort_keys=True))
+
+
+def run_by_values(problem: Problem, question: Question, middle: str,
+                  limits: execution.Limits) -> tuple[Verdict, execution.Execution]:
+  result = execution.execute(value_program(problem, question, middle), PYTHON.toolchain, limits)
+  return value_verdict(question, result), result
+
+
+def run_by_nonce(problem: Problem, middle: str, limits: execution.Limits) -> tuple[Verdict, execution.Execution]:
+  prog = nonce_program(problem, middle)
   result = execution.execute(prog, PYTHON.toolchain, limits)
-  verdict = judge(result, prog.files["nonce"])
+  return nonce_judge(result, prog.files["nonce"]), result
+
+
+def run_middle(problem: Problem, middle: str, limits: execution.Limits) -> dict:
+  """Runs `middle` in `problem` in the sandbox, judged by values where typed HumanEval has the
+  problem's question and by the nonce harness elsewhere: a results.jsonl record's verdict fields."""
+  question = question_of(problem)
+  verdict, result = (run_by_nonce(problem, middle, limits) if question is None
+                     else run_by_values(problem, question, middle, limits))
   return {"status": verdict.status.value, "passed": verdict.passed, "detail": verdict.detail[:1000],
           "run_s": round(result.run.runtime_s, 3) if result.run else None}

@@ -2,16 +2,20 @@
 
 sample.py's predictions for `python -m evaluation.infilling prompts` carry `qid` (the task id),
 `language`, `sample_id`, `code` (the generated middle) and `finish_reason`. Each middle is put between
-its problem's prefix and suffix and run with HumanEval's test in the sandbox (program.py says how the
-verdict is made tamper-proof). Scoring is evaluation/resumable.py's loop, the one every benchmark
-shares: DIR/results.jsonl gets one line per prediction as it finishes, so a killed run resumes and a
-rerun reuses every verdict it has; middles of one problem that are equal run once; with `--runner`,
-the same units run as an Apache Beam pipeline (evaluation/beam_scoring.py).
+its problem's prefix and suffix and run in the sandbox: on typed HumanEval's test cases, the values
+compared outside (155 of HumanEval's 164 problems), or with HumanEval's test under the nonce harness
+where typed HumanEval has no question (program.py says how each verdict is made). Scoring is
+evaluation/resumable.py's loop, the one every benchmark shares: DIR/results.jsonl gets one line per
+prediction as it finishes, so a killed run resumes and a rerun reuses every verdict it has; middles
+of one problem that are equal run once; with `--runner`, the same units run as an Apache Beam
+pipeline (evaluation/beam_scoring.py).
 
 DIR/metrics.json holds per subset: pass@k (the unbiased estimator, evaluation/passk.py; k no larger
 than the samples of every problem), the problems predicted (of the subset's size), the share of
-predictions passed / failed / error / timeout, and how many stopped at --max_decode_length or came
-from a truncated prompt; and for the file: the predictions whose qid is no problem of the scored
+predictions passed / failed / error / timeout, how many stopped at --max_decode_length or came from a
+truncated prompt, and how many of its problems the nonce harness judged (nonce_judged_problems); and
+for the file: the problems predicted that the nonce harness judged (nonce_judged: how many, of how
+many, their HumanEval ids; printed too), the predictions whose qid is no problem of the scored
 subsets (unknown_qids), every line that is not a valid prediction (file:line: why), and what the run
 did (programs executed, verdicts reused).
 """
@@ -22,12 +26,13 @@ import collections
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import storage
 from evaluation import beam_scoring, resumable
 from evaluation.infilling.problems import Problem, Subset, problems_by_id
-from evaluation.infilling.program import JUDGE, TIMEOUT_S, Status, run_middle
+from evaluation.benchmark_data import humaneval_number
+from evaluation.infilling.program import JUDGE, TIMEOUT_S, Status, identity, question_of, run_middle
 from evaluation import passk
 from evaluation.passk import DEFAULT_KS, mean_pass_at_k
 from evaluation.resumable import Prediction
@@ -72,8 +77,8 @@ def read_predictions(path: str, problems: Mapping, language_of: Callable[[dict, 
 
 
 class InfillingBenchmark(resumable.Benchmark):
-  """HumanEval-infilling for the shared scorer: a program is the problem's check program with the
-  middle in place, so predictions of one problem with the same middle share one execution."""
+  """HumanEval-infilling for the shared scorer: a program is what decides the middle's verdict
+  (program.identity), so predictions of one problem with the same middle share one execution."""
   command = "evaluation.infilling"
 
   def __init__(self, problems: Mapping[str, Problem], limits: execution.Limits = LIMITS,
@@ -81,7 +86,7 @@ class InfillingBenchmark(resumable.Benchmark):
     self.problems, self.limits, self.ks = problems, limits, tuple(ks)
 
   def program(self, prediction: Prediction) -> str:
-    return self.problems[prediction.qid].program(prediction.code)
+    return identity(self.problems[prediction.qid], prediction.code)
 
   def settings(self, language: str) -> dict:
     return {"limits": dataclasses.asdict(self.limits), "judge": JUDGE}
@@ -104,8 +109,19 @@ class InfillingBenchmark(resumable.Benchmark):
     out: dict = {"subsets": [s.value for s in Subset if s in by_subset]}
     for subset, scored in by_subset.items():
       out[subset.value] = {**subset_metrics(subset, [results[p.key] for p in scored], self.ks),
-                           **resumable.sampling_counts(scored)}
+                           **resumable.sampling_counts(scored),
+                           "nonce_judged_problems": nonce_judged(self.problems[p.qid] for p in scored)["problems"]}
+    out["nonce_judged"] = nonce_judged(self.problems[p.qid] for ps in by_subset.values() for p in ps)
     return out
+
+
+def nonce_judged(problems: Iterable[Problem]) -> dict:
+  """Of `problems` (each counted once), those the nonce harness judges, having no typed question: how
+  many, of how many, and their HumanEval ids."""
+  distinct = {p.task_id: p for p in problems}.values()
+  nonce = [p for p in distinct if question_of(p) is None]
+  return {"problems": len(nonce), "of": len(distinct),
+          "humaneval_ids": sorted({p.humaneval_id for p in nonce}, key=humaneval_number)}
 
 
 def infilling_benchmark(subsets: Sequence[Subset], limits: execution.Limits, ks: Sequence[int]) -> InfillingBenchmark:
@@ -192,6 +208,11 @@ def summary(metrics: dict) -> str:
   if partial:
     lines.append(f"note: predictions cover part of a subset: {', '.join(partial)}; pass@k is over those problems")
   lines += passk.not_computable_lines({name: metrics[name] for name in metrics["subsets"]})
+  nonce = metrics["nonce_judged"]
+  if nonce["problems"]:
+    lines.append(f"note: {nonce['problems']} of {nonce['of']} problems judged by the nonce harness (no typed "
+                 f"question): {', '.join(nonce['humaneval_ids'])}; a middle there can forge a pass, the others' "
+                 "values are compared outside the sandbox (docs/infilling.md)")
   if metrics["unknown_qids"]:
     lines.append(f"warning: {metrics['unknown_qids']} predictions name a qid that is no problem of the subsets "
                  "scored (listed below with the invalid lines)")

@@ -191,6 +191,11 @@ class Python(base.Renderer):
   def whole_program(self, question: Question, code: str) -> base.Program:
     return self._program(question, WHOLE_HEAD + code, self.entry_name(question))
 
+  def code_program(self, question: Question, code: str, name: str) -> base.Program:
+    """The test program of `code` exactly as given (no head: it imports what it uses), calling the
+    function `name` it defines: HumanEval-infilling's programs (evaluation/infilling/program.py)."""
+    return self._program(question, code, name)
+
   def _program(self, question: Question, source: str, name: str) -> base.Program:
     """`source` (it defines `name`), then the harness that calls `name` on every test case."""
     cases = ",\n".join(f"    ({idx}, lambda: {name}({args}))"
