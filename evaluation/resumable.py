@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import storage
+from evaluation import passk
 from sandbox import batching
 from storage import exclusive_output, parse_line
 
@@ -124,6 +125,32 @@ def sampling_warnings(counts: Mapping[str, Mapping], total: int | None = None) -
       lines.append(f"note: {name}: {c['cut_by_length']} predictions ({c['percent_cut_by_length']:g}%) stopped at "
                    "--max_decode_length (finish_reason length): a longer limit may pass more")
   return lines
+
+
+def table(metrics: Mapping, groups: Sequence[str], first: Sequence[tuple[str, Callable[[str, Mapping], str]]],
+          columns: Sequence[tuple[str, str]], digits: int) -> list[str]:
+  """The markdown table a scorer prints, a row per group (language, subset) of `metrics`: the `first`
+  cells (title, cell of (group, its metrics)), every pass@k column (passk.columns: "n < k" where not
+  computable) to `digits` places, then the percentage `columns` (key, title) to one place."""
+  ks = passk.columns(metrics[g] for g in groups)
+  header = [title for title, _ in first] + ks + [title for _, title in columns]
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for group in groups:
+    m = metrics[group]
+    cells = [cell(group, m) for _, cell in first] + [passk.cell(m, k, digits) for k in ks]
+    cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in columns]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines
+
+
+def listed_lines(metrics: Mapping, shown: int = 20) -> list[str]:
+  """What a scorer prints of metrics' invalid and unscored predictions: the first `shown` of each,
+  and how many more metrics.json lists."""
+  invalid = metrics["invalid_predictions"]
+  lines = [f"invalid prediction: {message}" for message in invalid[:shown]]
+  if len(invalid) > shown:
+    lines.append(f"... and {len(invalid) - shown} more invalid predictions (metrics.json lists them all)")
+  return lines + list(metrics["unscored_predictions"][:shown])
 
 
 class Benchmark:

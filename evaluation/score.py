@@ -321,17 +321,10 @@ COLUMNS = (("percent_error", "% error"), ("percent_failed_test", "% failed test"
 
 def table(metrics: dict) -> str:
   """The per-language markdown table printed at the end of a run (and shown in docs/results.md)."""
-  ks = passk.columns(metrics[name] for name in metrics["languages"])
-  header = ["language", "predictions", *ks, *(title for _, title in COLUMNS)]
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  for name in metrics["languages"]:
-    m = metrics[name]
-    cells = [BY_NAME[name].display_name, str(m["num_predictions"])]
-    cells += [passk.cell(m, k, 3) for k in ks]
-    cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
-    lines.append("| " + " | ".join(cells) + " |")
-  for name, why in metrics["not_evaluated"].items():
-    lines.append(f"| {BY_NAME[name].display_name} | not evaluated: {why} |")
+  lines = resumable.table(metrics, metrics["languages"],
+                          [("language", lambda name, m: BY_NAME[name].display_name),
+                           ("predictions", lambda name, m: str(m["num_predictions"]))], COLUMNS, 3)
+  lines += [f"| {BY_NAME[name].display_name} | not evaluated: {why} |" for name, why in metrics["not_evaluated"].items()]
   return "\n".join(lines)
 
 
@@ -340,13 +333,7 @@ def summary(metrics: dict) -> str:
   lines = [table(metrics), "", f"scored now: {metrics['scored_now']} predictions with "
            f"{scoring['programs_executed']} executions ({scoring['duplicates_reused']} duplicates reused, "
            f"{scoring['executions_saved_percent']:g}% saved)"]
-  for message in metrics["invalid_predictions"][:20]:
-    lines.append(f"invalid prediction: {message}")
-  for message in metrics["unscored_predictions"][:20]:
-    lines.append(message)
-  extra = len(metrics["invalid_predictions"]) - 20
-  if extra > 0:
-    lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
+  lines += resumable.listed_lines(metrics)
   lines += passk.not_computable_lines({BY_NAME[name].display_name: metrics[name] for name in metrics["languages"]})
   lines += resumable.sampling_warnings({BY_NAME[name].display_name: metrics[name] for name in metrics["languages"]
                                        if "prompt_truncated" in metrics[name]})

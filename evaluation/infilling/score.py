@@ -184,16 +184,10 @@ COLUMNS = (("percent_passed", "% passed"), ("percent_failed", "% failed"), ("per
 
 def table(metrics: dict) -> str:
   """The per-subset markdown table printed at the end of a run."""
-  ks = passk.columns(metrics[s] for s in metrics["subsets"])
-  header = ["subset", "problems", "predictions", *ks, *(title for _, title in COLUMNS)]
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  for name in metrics["subsets"]:
-    m = metrics[name]
-    cells = [name, f"{m['num_problems']} of {m['subset_size']}", str(m["num_predictions"])]
-    cells += [passk.cell(m, k, 4) for k in ks]
-    cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
-    lines.append("| " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  return "\n".join(resumable.table(
+      metrics, metrics["subsets"],
+      [("subset", lambda name, m: name), ("problems", lambda name, m: f"{m['num_problems']} of {m['subset_size']}"),
+       ("predictions", lambda name, m: str(m["num_predictions"]))], COLUMNS, 4))
 
 
 def summary(metrics: dict) -> str:
@@ -216,12 +210,7 @@ def summary(metrics: dict) -> str:
   if metrics["unknown_qids"]:
     lines.append(f"warning: {metrics['unknown_qids']} predictions name a qid that is no problem of the subsets "
                  "scored (listed below with the invalid lines)")
-  for message in metrics["invalid_predictions"][:20]:
-    lines.append(f"invalid prediction: {message}")
-  extra = len(metrics["invalid_predictions"]) - 20
-  if extra > 0:
-    lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
-  lines += metrics["unscored_predictions"][:20]
+  lines += resumable.listed_lines(metrics)
   lines += resumable.sampling_warnings({name: metrics[name] for name in metrics["subsets"]})
   lines += resumable.unscored_lines(metrics["unscored_predictions"])
   return "\n".join(lines)

@@ -329,17 +329,11 @@ COLUMNS = (("percent_passed", "% passed"), ("percent_exception", "% exception"),
 
 def table(metrics: dict) -> str:
   """The per-language markdown table printed at the end of a run."""
-  ks = passk.columns(metrics[name] for name in metrics["languages"])
-  header = ["language", "problems", "predictions", *ks, *(title for _, title in COLUMNS)]
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  for name in metrics["languages"]:
-    m = metrics[name]
-    cells = [display_name(name), str(m["num_problems"]), str(m["num_predictions"])]
-    cells += [passk.cell(m, k, 3) for k in ks]
-    cells += [f"{m[key]:.1f}" if m.get(key) is not None else "–" for key, _ in COLUMNS]
-    lines.append("| " + " | ".join(cells) + " |")
-  for name, why in metrics["not_evaluated"].items():
-    lines.append(f"| {display_name(name)} | not evaluated: {why} |")
+  lines = resumable.table(metrics, metrics["languages"],
+                          [("language", lambda name, m: display_name(name)),
+                           ("problems", lambda name, m: str(m["num_problems"])),
+                           ("predictions", lambda name, m: str(m["num_predictions"]))], COLUMNS, 3)
+  lines += [f"| {display_name(name)} | not evaluated: {why} |" for name, why in metrics["not_evaluated"].items()]
   return "\n".join(lines)
 
 
@@ -357,12 +351,7 @@ def summary(metrics: dict) -> str:
   for name, share in odd.items():
     lines.append(f"note: {display_name(name)}: {share:g}% of the programs had status OK with a nonzero exit code "
                  "(not passed, as MultiPL-E's pass_k.py counts them)")
-  for message in metrics["invalid_predictions"][:20]:
-    lines.append(f"invalid prediction: {message}")
-  extra = len(metrics["invalid_predictions"]) - 20
-  if extra > 0:
-    lines.append(f"... and {extra} more invalid predictions (metrics.json lists them all)")
-  lines += metrics["unscored_predictions"][:20]
+  lines += resumable.listed_lines(metrics)
   lines += passk.not_computable_lines({display_name(name): metrics[name] for name in metrics["languages"]})
   lines += resumable.sampling_warnings({display_name(name): metrics[name] for name in metrics["languages"]})
   lines += resumable.unscored_lines(metrics["unscored_predictions"])
