@@ -28,13 +28,14 @@ import hashlib
 import json
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import storage
 from evaluation import passk
 from sandbox import batching
-from storage import exclusive_output, parse_line
+from storage import OutputLocked, exclusive_output, parse_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +152,21 @@ def listed_lines(metrics: Mapping, shown: int = 20) -> list[str]:
   if len(invalid) > shown:
     lines.append(f"... and {len(invalid) - shown} more invalid predictions (metrics.json lists them all)")
   return lines + list(metrics["unscored_predictions"][:shown])
+
+
+def command_main(parser, argv: Sequence[str] | None, run: Callable[..., int]) -> int:
+  """A scorer's subcommand CLI (`score`, `prompts`, ...): Beam's options pass through only to `score
+  --runner`; `run(args, beam_options)` does the command; a bad input or a held output is one line
+  on stderr and exit status 2."""
+  args, unknown = parser.parse_known_args(argv)
+  if unknown and (args.command != "score" or args.runner is None):
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}"
+                 + (" (Beam's options need --runner)" if args.command == "score" else ""))
+  try:
+    return run(args, unknown)
+  except (ValueError, OSError, RuntimeError, OutputLocked) as error:
+    print(f"error: {error}", file=sys.stderr)
+    return 2
 
 
 class Benchmark:

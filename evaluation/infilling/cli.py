@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 
+from evaluation import resumable
 from evaluation.infilling import exact, prompts, score
 from evaluation.infilling.problems import parse_subsets
 from evaluation.passk import DEFAULT_KS, parse_ks
 from evaluation.prompts import write_jsonl
 from sandbox import batching, execution
-from storage import OutputLocked
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,19 +96,14 @@ def _score(args, pipeline_args: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  parser = _parser()
-  args, unknown = parser.parse_known_args(argv)
-  if unknown and (args.command != "score" or args.runner is None):
-    parser.error(f"unrecognized arguments: {' '.join(unknown)}"
-                 + (" (Beam's options need --runner)" if args.command == "score" else ""))
-  try:
-    if args.command == "prompts":
-      return _prompts(args)
-    if args.command == "score":
-      return _score(args, unknown)
-    metrics = exact.score(args.problems, args.predictions, args.output_dir)
-    print(exact.summary(metrics))
-    return 0
-  except (ValueError, OSError, RuntimeError, OutputLocked) as error:
-    print(f"error: {error}", file=sys.stderr)
-    return 2
+  return resumable.command_main(_parser(), argv, _command)
+
+
+def _command(args: argparse.Namespace, beam_options: list[str]) -> int:
+  if args.command == "prompts":
+    return _prompts(args)
+  if args.command == "score":
+    return _score(args, beam_options)
+  metrics = exact.score(args.problems, args.predictions, args.output_dir)
+  print(exact.summary(metrics))
+  return 0

@@ -26,16 +26,15 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 from collections.abc import Sequence
 
 import storage
+from evaluation import resumable
 from evaluation import score as scoring
 from evaluation.multiple import files, score
 from evaluation.multiple import execution as multiple_execution
 from evaluation.passk import parse_ks
 from sandbox import execution
-from storage import OutputLocked
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -178,16 +177,6 @@ def _export(args) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  parser = _parser()
-  args, unknown = parser.parse_known_args(argv)
-  if unknown and (args.command != "score" or args.runner is None):
-    parser.error(f"unrecognized arguments: {' '.join(unknown)}"
-                 + (" (Beam's options need --runner)" if args.command == "score" else ""))
-  try:
-    if args.command == "score":
-      return _score(args, unknown)
-    return _export(args)
-  except (ValueError, OSError, RuntimeError, OutputLocked) as error:
-    print(f"error: {error}", file=sys.stderr)
-    return 2
+  return resumable.command_main(_parser(), argv, lambda args, beam_options: (
+      _score(args, beam_options) if args.command == "score" else _export(args)))
 
