@@ -273,3 +273,21 @@ def test_programs_use_multiple_file_layout():
   assert "-d:DEBUG" in csharp.compile[0] and csharp.env["MONO_TRACE_LISTENER"] == "Console.Error"
   with pytest.raises(ValueError):
     multiple.program("dart", "")
+
+
+def test_each_renderer_owns_its_evaluators_commands_and_names_a_known_rule():
+  """The commands are the renderers' (Renderer.foreign); this module only applies the status rules
+  they name, with no branch on the language (issue 55: toolchains behind the renderer interface)."""
+  import inspect
+  from sandbox.renderers import MODULES, get
+  assert set(multiple.TIMEOUT_S) == set(MODULES)
+  for name in MODULES:
+    foreign = get(name).foreign("int main() {}\n")
+    assert foreign.status in multiple.STATUS_RULES, name
+    commands = [" ".join(step) for step in (*foreign.compile, foreign.run)]
+    assert any(foreign.source in command for command in commands), (name, commands)
+    assert multiple.program(name, "x").files[foreign.source] == "x"
+  assert multiple.TIMEOUT_S["go"] == 30.0 and multiple.TIMEOUT_S["lua"] == 5.0 and multiple.TIMEOUT_S["java"] == 15.0
+  assert "/usr/bin/runghc" in multiple.toolchain("haskell").binaries
+  code = inspect.getsource(multiple)
+  assert "language ==" not in code and "from sandbox.renderers import MODULES, base, get" in code

@@ -79,36 +79,26 @@ Here, where codelm's toolchain or sandbox differs from MultiPL-E's container (th
   sandbox's), and the rules read those. A compiler's stdout is in stderr.
 - A run killed by signal N is seen by the sandbox as exit code 128 + N and reported as -N; a program
   that itself exits with 129..192 would read as a signal (no verdict changes: either is not 0).
-Each program is built and run alone (no batched build: a whole program has its own main).
+Each program is built and run alone (no batched build: a whole program has its own main). The
+commands are each language's renderer's (`Renderer.foreign`, sandbox/renderers/), which names the
+status rule of STATUS_RULES its evaluator uses; this module has no per-language branch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import re
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from sandbox import execution
-from sandbox.renderers import base, cpp, csharp, go, haskell, java, javascript, lua, php, python, r, rust
-from sandbox.renderers import typescript
+from sandbox.renderers import MODULES, base, get
 
 STATUSES = ("OK", "Exception", "SyntaxError", "Timeout", "AssertionError", "ReferenceError")
 
-# MultiPL-E's run timeout per codelm language (seconds; Go's covers `go test`'s build too).
-TIMEOUT_S: dict[str, float] = {
-    "python": 15.0, "javascript": 5.0, "typescript": 15.0, "lua": 5.0, "php": 15.0, "r": 5.0,
-    "cpp": 15.0, "go": 30.0, "rust": 5.0, "java": 15.0, "csharp": 5.0, "haskell": 15.0,
-}
-
-RUNGHC = "/usr/bin/runghc"
-MONO_ENV = {"MONO_TRACE_LISTENER": "Console.Error"}  # eval_cs.py: Debug.Assert failures on stderr
-# Rscript's environment (sandbox/renderers/r.py) with R's own default packages, as Rscript has them.
-R_ENV = {k: v for k, v in r.R_ENV.items() if k != "R_DEFAULT_PACKAGES"}
-GO_ENV = {**go.ENV, "GOPATH": "/usr/share/gocode"}  # Debian's Go libraries: testify (module docstring)
-_STDCXX = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<bits/stdc\+\+\.h>", re.MULTILINE)
+# MultiPL-E's run timeout per codelm language (seconds; Go's covers `go test`'s build too): each
+# renderer's foreign_timeout_s, as its `foreign` has the evaluator's commands.
+TIMEOUT_S: dict[str, float] = {name: get(name).foreign_timeout_s for name in MODULES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,100 +180,33 @@ def _csharp(run: Run) -> str:
   return "Exception" if failed else "OK"
 
 
-@dataclasses.dataclass(frozen=True)
-class Evaluator:
-  """One language's eval_<lang>.py, on codelm's toolchain."""
-  source: str                                   # the program's file in the box
-  run: tuple[str, ...]
-  status: Callable[[Run], str]                  # the run's status
-  compile: tuple[tuple[str, ...], ...] = ()     # a failed step: SyntaxError
-  env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  timeout_exit_code: int | None = -1            # a timed-out step's exit code (Go's: None)
-  compile_timeout_status: str = "SyntaxError"   # eval_rust: "Timeout"
+# The status rules a renderer's `foreign` names (base.Foreign.status): its evaluator's, by name.
+STATUS_RULES: dict[str, Callable[[Run], str]] = {
+    "exit_code": _by_exit_code, "python": _python, "php": _php, "javascript": _javascript,
+    "typescript": _typescript, "r": _r, "go": _go, "csharp": _csharp}
 
 
-JAVATUPLES = "/usr/share/java/javatuples-1.2.jar"  # Debian's libjavatuples-java
-
-
-def _java_classpath() -> str | None:
-  """javatuples-1.2.jar, else codelm's precompiled stand-in (with CodelmRuntime, which no program
-  names); None when neither exists (the stand-in's sources then come with the program)."""
-  if os.path.exists(JAVATUPLES):
-    return JAVATUPLES
-  found = java.runtime_dir()
-  return found and os.path.join(found, "classes")
-
-
-def _stand_in_sources() -> dict[str, str]:
-  return {k: v for k, v in java.runtime_sources().items() if k.startswith("org/")}
-
-
-def _evaluator(language: str, text: str) -> Evaluator:
-  if language == "python":
-    return Evaluator("main.py", (python.RENDERER.toolchain.binaries[0], "main.py"), _python)
-  if language == "javascript":
-    return Evaluator("main.js", (javascript.NODE, "main.js"), _javascript, env=javascript.NODE_ENV)
-  if language == "typescript":
-    # tsc 5's defaults for --target esnext (module docstring); a compile is judged by exit code.
-    tsc = (typescript.TSC, "--target", "esnext", "--strict", "false", "--module", "es2015",
-           "--singleThreaded", "main.ts")
-    return Evaluator("main.ts", (javascript.NODE, "main.js"), _typescript, compile=(tsc,),
-                     env=typescript.TSC_ENV)
-  if language == "lua":
-    return Evaluator("main.lua", (lua.LUA, "main.lua"), _by_exit_code)
-  if language == "php":
-    return Evaluator("main.php", (php.PHP, *php.PHP_FLAGS, "main.php"), _php)
-  if language == "r":
-    return Evaluator("main.r", (r.R_BINARY, "--no-echo", "--no-restore", "--file=main.r"), _r, env=R_ENV)
-  if language == "cpp":
-    pch = cpp.precompiled_header_dir() if _STDCXX.search(text) else None
-    include = ("-include", os.path.join(pch, "bits", "stdc++.h")) if pch else ()
-    return Evaluator("main.cpp", ("./main",), _by_exit_code,
-                     compile=((cpp.GXX, *include, "main.cpp", "-o", "main", "-std=c++17"),))
-  if language == "go":
-    return Evaluator("main_test.go", (go.GO, "test", "main_test.go"), _go, env=GO_ENV, timeout_exit_code=None)
-  if language == "rust":
-    rustc = (rust.RUSTC, "-C", "prefer-dynamic", "-C", f"linker={rust.LINKER}", "main.rs", "-o", "main")
-    return Evaluator("main.rs", ("./main",), _by_exit_code, compile=(rustc,), compile_timeout_status="Timeout")
-  if language == "java":
-    classpath = _java_classpath()
-    javac = [java.JAVAC, *(f"-J{f}" for f in java.JVM_FLAGS)]
-    runtime = java.runtime_dir()  # javac's class-data archive (javac's own classes: any classpath)
-    if runtime and os.path.exists(os.path.join(runtime, "javac.jsa")):
-      javac.append(f"-J-XX:SharedArchiveFile={os.path.join(runtime, 'javac.jsa')}")
-    # program.java, not Problem.java: a `public class Problem` fails, as in MultiPL-E's tmp file.
-    sources = ["program.java", *(() if classpath else sorted(_stand_in_sources()))]
-    javac += ["-encoding", "UTF8", "-d", ".", "-cp", classpath or ".", *sources]
-    return Evaluator("program.java", (java.JAVA, "-ea", *java.JVM_FLAGS, "-cp", f".:{classpath or '.'}", "Problem"),
-                     _by_exit_code, compile=(tuple(javac),))
-  if language == "csharp":
-    mcs = (csharp.MONO, csharp.MCS, "-d:DEBUG", "-r:System.Numerics.dll", "main.cs", "-out:main.exe")
-    return Evaluator("main.cs", (csharp.MONO, "main.exe"), _csharp, compile=(mcs,), env=MONO_ENV)
-  if language == "haskell":
-    return Evaluator("main.hs", (RUNGHC, "main.hs"), _by_exit_code)
-  raise ValueError(f"no MultiPL-E evaluator for {language!r}; languages: {', '.join(TIMEOUT_S)}")
+def _foreign(language: str, text: str) -> base.Foreign:
+  if language not in TIMEOUT_S:
+    raise ValueError(f"no MultiPL-E evaluator for {language!r}; languages: {', '.join(TIMEOUT_S)}")
+  return get(language).foreign(text)
 
 
 @functools.cache
 def toolchain(language: str) -> base.Toolchain:
-  """codelm's toolchain for the language (its renderer's), with runghc for Haskell."""
+  """codelm's toolchain for the language (its renderer's), with what MultiPL-E's evaluator runs
+  besides (runghc for Haskell)."""
   if language not in TIMEOUT_S:
     raise ValueError(f"no MultiPL-E evaluator for {language!r}; languages: {', '.join(TIMEOUT_S)}")
-  renderers = {"python": python, "javascript": javascript, "typescript": typescript, "lua": lua, "php": php,
-               "r": r, "cpp": cpp, "go": go, "rust": rust, "java": java, "csharp": csharp, "haskell": haskell}
-  found = renderers[language].RENDERER.toolchain
-  if language == "haskell":
-    return dataclasses.replace(found, binaries=(RUNGHC, *found.binaries))
-  return found
+  renderer = get(language)
+  return dataclasses.replace(renderer.toolchain, binaries=(*renderer.foreign_binaries, *renderer.toolchain.binaries))
 
 
 def program(language: str, text: str) -> base.Program:
   """The sandbox program that runs the whole program `text` as MultiPL-E's evaluator does."""
-  evaluator = _evaluator(language, text)
-  files = {evaluator.source: text}
-  if language == "java" and _java_classpath() is None:
-    files.update(_stand_in_sources())
-  return base.Program(files=files, run=evaluator.run, compile=evaluator.compile, env=dict(evaluator.env))
+  foreign = _foreign(language, text)
+  return base.Program(files={foreign.source: text, **foreign.files}, run=foreign.run, compile=foreign.compile,
+                      env=dict(foreign.env))
 
 
 def _popen_code(step: execution.Step) -> int | None:
@@ -295,13 +218,13 @@ def _popen_code(step: execution.Step) -> int | None:
 def run_program(language: str, text: str, limits: execution.Limits) -> dict:
   """{"status", "exit_code", "stdout", "stderr", "run_s"} of the program, by MultiPL-E's rules for
   the language (module docstring); run_s is the run step's wall time, None when it did not run."""
-  evaluator = _evaluator(language, text)
+  foreign = _foreign(language, text)
   done = execution.execute(program(language, text), toolchain(language), limits)
   stdout, stderr = done.stdout, done.stderr
   failed = next((s for s in done.compile if s.exit_code != 0), None)
   if failed is not None:
     if failed.timed_out or failed.exit_code is None:
-      status, exit_code = evaluator.compile_timeout_status, -1
+      status, exit_code = foreign.compile_timeout_status, -1
       if status == "Timeout":  # eval_rust's words
         stdout = stderr = "Compiler timeout"
     else:
@@ -309,9 +232,9 @@ def run_program(language: str, text: str, limits: execution.Limits) -> dict:
     return _result(status, exit_code, stdout, stderr, None)
   step = done.run
   timed_out = step.timed_out or step.exit_code is None
-  exit_code = evaluator.timeout_exit_code if timed_out else _popen_code(step)
-  status = evaluator.status(Run(exit_code, timed_out, stdout, stderr))
-  if language == "csharp":  # eval_cs.py writes "None" for an empty or absent output
+  exit_code = foreign.timeout_exit_code if timed_out else _popen_code(step)
+  status = STATUS_RULES[foreign.status](Run(exit_code, timed_out, stdout, stderr))
+  if foreign.empty_output_as_none:  # eval_cs.py writes "None" for an empty or absent output
     stderr = stderr or "None"
     stdout = stdout or ("None" if timed_out else "")
   return _result(status, exit_code, stdout, stderr, step.runtime_s)

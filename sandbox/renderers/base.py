@@ -81,6 +81,22 @@ class Toolchain:
   install_hint: str = "make toolchains"
 
 
+@dataclasses.dataclass(frozen=True)
+class Foreign:
+  """How MultiPL-E's evaluator for this language (its eval_<lang>.py) compiles and runs a whole
+  program written to its tests, on codelm's toolchain; evaluation/multiple/execution.py runs it and
+  applies the status rule named here."""
+  source: str                                          # the program's file in the box
+  run: tuple[str, ...]
+  status: str                                          # "exit_code", or the rule named for the language
+  compile: tuple[tuple[str, ...], ...] = ()            # a failed step: SyntaxError
+  env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  files: Mapping[str, str] = dataclasses.field(default_factory=dict)  # besides the source
+  timeout_exit_code: int | None = -1                   # a timed-out run's exit code (Go's: None)
+  compile_timeout_status: str = "SyntaxError"          # eval_rust's: "Timeout"
+  empty_output_as_none: bool = False                   # eval_cs.py writes "None" for an empty output
+
+
 class Renderer:
   """Base class: one subclass per language, registered in sandbox/renderers/__init__.py."""
   name: str = ""                  # codelm's language name (languages.py): "cpp", "csharp"
@@ -92,6 +108,10 @@ class Renderer:
   # BabelCode's naming convention in this language ("snake", "camel", "pascal"): a whole program's
   # entry function is named in it (`convention_name`).
   convention: str = "snake"
+  # MultiPL-E's run timeout in this language (seconds), and what its evaluator runs besides the
+  # toolchain's binaries (`foreign`).
+  foreign_timeout_s: float = 15.0
+  foreign_binaries: tuple[str, ...] = ()
 
   @property
   def stop_sequences(self) -> tuple[str, ...]:
@@ -148,6 +168,10 @@ class Renderer:
     (its imports), the code as given, then the harness of `program`, calling `entry_name` with
     arguments of the declared types (Question.declared) and printing the same records."""
     raise NotImplementedError(f"{self.display_name}: whole programs are not supported")
+
+  def foreign(self, text: str) -> Foreign:
+    """How MultiPL-E's evaluator runs `text`, a whole program with its own tests (Foreign)."""
+    raise NotImplementedError(f"{self.display_name}: no MultiPL-E evaluator")
 
   # ---- batched compilation (sandbox/batching.py); a renderer without it compiles one by one ----
 

@@ -312,6 +312,9 @@ def _starts_char_literal(text: str, i: int) -> bool:
   return not (j < i and (text[j].isdigit() or (text[j] == "." and j + 1 < i and text[j + 1].isdigit())))
 
 
+_STDCXX = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<bits/stdc\+\+\.h>", re.MULTILINE)
+
+
 class Cpp(base.Renderer):
   name = "cpp"
   display_name = "C++"
@@ -398,6 +401,14 @@ class Cpp(base.Renderer):
 
   def blamed(self, diagnostics: str, size: int) -> set[int]:
     return {int(a or b) for a, b in _BLAMED.findall(diagnostics)}
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_cpp: `g++ f.cpp -o f -std=c++17`, then `./f`; a program including <bits/stdc++.h> gets
+    the precompiled one too (the same declarations, faster)."""
+    pch = precompiled_header_dir() if _STDCXX.search(text) else None
+    include = ("-include", os.path.join(pch, "bits", "stdc++.h")) if pch else ()
+    return base.Foreign("main.cpp", ("./main",), "exit_code",
+                        compile=((GXX, *include, "main.cpp", "-o", "main", "-std=c++17"),))
 
 
 RENDERER = Cpp()

@@ -512,6 +512,7 @@ def _unescaped(text: str) -> str:
 class CSharp(base.Renderer):
   name = "csharp"
   display_name = "C#"
+  foreign_timeout_s = 5.0
   convention = "pascal"
   toolchain = base.Toolchain(binaries=(MONO, MCS), version_command=(MONO, "--version"),
                              read_only=("/etc/mono", CACHE_DIR))
@@ -619,6 +620,13 @@ class CSharp(base.Renderer):
     step = (MONO, driver, MCS, str(len(jobs)))
     return base.Build(files=files, compile=(step,), runs=tuple(runs), env=BUILD_ENV,
                       reports=tuple(reports))
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_cs: `csc /d:DEBUG -r:System.Numerics.dll` (mcs here), `mono f.exe` with Debug.Assert's
+    failures on stderr, which its status reads."""
+    mcs = (MONO, MCS, "-d:DEBUG", "-r:System.Numerics.dll", "main.cs", "-out:main.exe")
+    return base.Foreign("main.cs", (MONO, "main.exe"), "csharp", compile=(mcs,),
+                        env={"MONO_TRACE_LISTENER": "Console.Error"}, empty_output_as_none=True)
 
 
 RENDERER = CSharp()

@@ -420,9 +420,13 @@ for k in "${{built[@]}}"; do echo 0 >"m$k/status"; done
 """
 
 
+FOREIGN_ENV = {**ENV, "GOPATH": "/usr/share/gocode"}  # MultiPL-E's tests import testify
+
+
 class Go(base.Renderer):
   name = "go"
   display_name = "Go"
+  foreign_timeout_s = 30.0  # build and run together
   toolchain = base.Toolchain(binaries=(GO, COMPILE, LINK) if DIRECT else (GO,),
                              version_command=(GO, "version"), read_only=())
   naming = staticmethod(base.camel_case)
@@ -516,6 +520,10 @@ class Go(base.Renderer):
         f"\tcodelmRun(out, {idx}, func() string {{\n\t\t{results} := {name}({args})\n"
         f"\t\treturn codelmEncode(returnType, {results})\n\t}})\n"
         for idx, args in base.render_cases(question, literal))
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_go: `go test f_test.go` builds and runs; GOPATH is Debian's Go libraries (testify)."""
+    return base.Foreign("main_test.go", (GO, "test", "main_test.go"), "go", env=FOREIGN_ENV, timeout_exit_code=None)
 
 
 def _program(files: dict[str, str]) -> base.Program:

@@ -341,9 +341,13 @@ encChar c = encString [c]
 '''
 
 
+RUNGHC = "/usr/bin/runghc"  # MultiPL-E's evaluator interprets the program
+
+
 class Haskell(base.Renderer):
   name = "haskell"
   display_name = "Haskell"
+  foreign_binaries = (RUNGHC,)
   # /usr/lib/ghc/package.conf.d links to /var/lib/ghc/package.conf.d (the global package db).
   toolchain = base.Toolchain(binaries=(GHC,), version_command=(GHC, "--version"),
                              read_only=("/var/lib/ghc",))
@@ -432,6 +436,10 @@ class Haskell(base.Renderer):
 
   def blamed(self, diagnostics: str, size: int) -> set[int]:
     return {int(k) for k in _BLAMED.findall(diagnostics)}
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_hs: `runghc f.hs`, judged by its exit code."""
+    return base.Foreign("main.hs", (RUNGHC, "main.hs"), "exit_code")
 
 
 def _helpers() -> str:

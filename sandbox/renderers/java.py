@@ -476,6 +476,18 @@ def _remove_stale_drivers(current: str) -> None:
       shutil.rmtree(path, ignore_errors=True)
 
 
+JAVATUPLES = "/usr/share/java/javatuples-1.2.jar"  # Debian's libjavatuples-java (MultiPL-E's tests use it)
+
+
+def foreign_classpath() -> str | None:
+  """javatuples-1.2.jar, else codelm's precompiled stand-in (with CodelmRuntime, which no program
+  names); None when neither exists (the stand-in's sources then come with the program)."""
+  if os.path.exists(JAVATUPLES):
+    return JAVATUPLES
+  found = runtime_dir()
+  return found and os.path.join(found, "classes")
+
+
 class Java(base.Renderer):
   name = "java"
   display_name = "Java"
@@ -590,6 +602,20 @@ class Java(base.Renderer):
       reports.append((f"m{k}/status", f"m{k}/diagnostics"))
     step = _driver_argv(directory, os.path.join(runtime, "classes"), len(jobs))
     return base.Build(files=files, compile=(tuple(step),), runs=tuple(runs), reports=tuple(reports))
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_java: javac with javatuples on the classpath (Debian's jar, else codelm's stand-in), then
+    `java -ea ... Problem`; the file is program.java, so a `public class Problem` fails, as in
+    MultiPL-E's tmp file."""
+    classpath = foreign_classpath()
+    javac = [JAVAC, *(f"-J{f}" for f in JVM_FLAGS)]
+    runtime = runtime_dir()  # javac's class-data archive (javac's own classes: any classpath)
+    if runtime and os.path.exists(os.path.join(runtime, "javac.jsa")):
+      javac.append(f"-J-XX:SharedArchiveFile={os.path.join(runtime, 'javac.jsa')}")
+    stand_in = {} if classpath else {k: v for k, v in runtime_sources().items() if k.startswith("org/")}
+    javac += ["-encoding", "UTF8", "-d", ".", "-cp", classpath or ".", "program.java", *sorted(stand_in)]
+    return base.Foreign("program.java", (JAVA, "-ea", *JVM_FLAGS, "-cp", f".:{classpath or '.'}", "Problem"),
+                        "exit_code", compile=(tuple(javac),), files=stand_in)
 
 
 RENDERER = Java()

@@ -265,6 +265,7 @@ def harness_call(question: Question, function_name: str, typed_collections: bool
 class JavaScript(base.Renderer):
   name = "javascript"
   display_name = "JavaScript"
+  foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(NODE,), version_command=(NODE, "--version"))
   convention = "camel"
   # The function's closing brace is at column 0: keep "\n}" and drop the newline after it.
@@ -306,6 +307,10 @@ class JavaScript(base.Renderer):
     # syntax error is reported as a compile error, not as a run without records.
     return base.Program(files={"main.cjs": text}, compile=((NODE, "--check", "main.cjs"),),
                         run=(NODE, "main.cjs"), env=NODE_ENV)
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_javascript: `node f.js`, its error read from str(CompletedProcess)."""
+    return base.Foreign("main.js", (NODE, "main.js"), "javascript", env=NODE_ENV)
 
 
 RENDERER = JavaScript()

@@ -207,6 +207,7 @@ def _nil_note(t: Type) -> str:
 class Lua(base.Renderer):
   name = "lua"
   display_name = "Lua"
+  foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(LUA, LUAC), version_command=(LUA, "-v"))
   # The function's `end` at column 0 closes it; the completion keeps "\nend".
   naming = staticmethod(base.snake_case)
@@ -242,6 +243,10 @@ class Lua(base.Renderer):
             f"CODELM_CASES = {{\n{cases}\n}}\n" + _HARNESS)
     return base.Program(files={"main.lua": text}, compile=((LUAC, "-p", "main.lua"),),
                         run=(LUA, "main.lua"))
+
+  def foreign(self, text: str) -> base.Foreign:
+    """libeval's run_without_exn: `lua f.lua`, judged by its exit code."""
+    return base.Foreign("main.lua", (LUA, "main.lua"), "exit_code")
 
 
 RENDERER = Lua()

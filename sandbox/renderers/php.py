@@ -362,5 +362,9 @@ class Php(base.Renderer):
     return base.Program(files={"main.php": text}, compile=((PHP, "-n", "-l", "main.php"),),
                         run=(PHP, *PHP_FLAGS, "main.php"))
 
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_php: `php f.php` (with codelm's ini flags)."""
+    return base.Foreign("main.php", (PHP, *PHP_FLAGS, "main.php"), "php")
+
 
 RENDERER = Php()

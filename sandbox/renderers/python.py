@@ -205,4 +205,10 @@ class Python(base.Renderer):
             f"CASES = [\n{cases},\n]\n_codelm_main()\n")
     return base.Program(files={"main.py": text},
                         run=(_base_interpreter(), "-I", "-S", "-B", "main.py"))
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_python: `python3 f.py`; a SyntaxError in stderr is its own status."""
+    return base.Foreign("main.py", (self.toolchain.binaries[0], "main.py"), "python")
+
+
 RENDERER = Python()

@@ -411,9 +411,14 @@ def _remove_stale(current: str) -> None:
       shutil.rmtree(path, ignore_errors=True)
 
 
+# MultiPL-E's Rscript environment: R_ENV with R's own default packages.
+FOREIGN_ENV = {k: v for k, v in R_ENV.items() if k != "R_DEFAULT_PACKAGES"}
+
+
 class R(base.Renderer):
   name = "r"
   display_name = "R"
+  foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(RSCRIPT, R_BINARY), version_command=(RSCRIPT, "--version"),
                              # R_HOME/etc links to /etc/R: Renviron, ldpaths.
                              read_only=("/etc/R", CACHE_DIR))
@@ -460,6 +465,10 @@ class R(base.Renderer):
             f"codelm_cases <- list(\n{cases}\n)\n" + run)
     return base.Program(files={"main.R": text}, env=R_ENV,
                         run=(R_BINARY, "--vanilla", "--no-echo", "--file=main.R"))
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_r: Rscript's flags and environment, with R's default packages as Rscript has them."""
+    return base.Foreign("main.r", (R_BINARY, "--no-echo", "--no-restore", "--file=main.r"), "r", env=FOREIGN_ENV)
 
 
 RENDERER = R()

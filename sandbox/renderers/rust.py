@@ -351,6 +351,7 @@ def _mangled_members(diagnostics: str) -> set[int]:
 class Rust(base.Renderer):
   name = "rust"
   display_name = "Rust"
+  foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(RUSTC, LINKER, SIZE), version_command=(RUSTC, "--version"),
                              read_only=(CACHE_DIR,))
   naming = staticmethod(base.snake_case)
@@ -420,6 +421,11 @@ class Rust(base.Renderer):
   def blamed(self, diagnostics: str, size: int) -> set[int]:
     found = {int(k) for k in _SPAN.findall(diagnostics)} | {int(k) for k in _DEMANGLED.findall(diagnostics)}
     return found | _mangled_members(diagnostics)
+
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_rust: `rustc f.rs -o f` (a compile that times out is a Timeout there), then `./f`."""
+    rustc = (RUSTC, "-C", "prefer-dynamic", "-C", f"linker={LINKER}", "main.rs", "-o", "main")
+    return base.Foreign("main.rs", ("./main",), "exit_code", compile=(rustc,), compile_timeout_status="Timeout")
 
 
 def _crate_root(size: int, library: str | None) -> str:

@@ -192,5 +192,10 @@ class TypeScript(base.Renderer):
                       env=TSC_ENV,
                       reports=tuple((f"{d}/codelm_status", f"{d}/codelm_diagnostics") for d in dirs))
 
+  def foreign(self, text: str) -> base.Foreign:
+    """eval_ts: tsc 5's defaults for --target esnext (evaluation/multiple/execution.py), then node."""
+    tsc = (TSC, "--target", "esnext", "--strict", "false", "--module", "es2015", "--singleThreaded", "main.ts")
+    return base.Foreign("main.ts", (javascript.NODE, "main.js"), "typescript", compile=(tsc,), env=TSC_ENV)
+
 
 RENDERER = TypeScript()
