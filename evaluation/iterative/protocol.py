@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import importlib
 import json
 import re
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import Any
 from sandbox import batching, execution, typed
 from evaluation.iterative.tasks import Example, input_key
 from sandbox.judge import Case, Status, judge
-from sandbox.renderers import MODULES, get
+from sandbox.renderers import get
 from sandbox.renderers.base import Renderer
 from sandbox.typed import Question, TestCase
 from sampling.stops import cut_index
@@ -33,20 +32,13 @@ TERMINAL_FAILURES = ("compile_error", "error", "timeout", "wrong_on_given", "not
 # ---- prompts ------------------------------------------------------------------------------------
 
 def literal_of(language: str, t: typed.Type, value: Any) -> str:
-  """`value` as the language's literal (its renderer's `literal`), JSON where a renderer has none."""
-  module = importlib.import_module(f"sandbox.renderers.{MODULES[language]}")
-  render = getattr(module, "literal", None)
-  if render is None and language == "typescript":
-    render = importlib.import_module("sandbox.renderers.javascript").literal
-  return render(t, value) if render else json.dumps(typed.encode(t, value))
+  """`value` as the language's literal (its renderer's)."""
+  return get(language).value_literal(t, value)
 
 
 def example_line(language: str, renderer: Renderer, question: Question, example: Example) -> str:
-  args = [literal_of(language, t, v) for t, v in zip(question.types, example.inputs)]
-  name, out = renderer.function_name(question), literal_of(language, question.return_type, example.output)
-  if language == "haskell":
-    return f"{name} {' '.join(f'({a})' for a in args)} == {out}"
-  return f"{name}({', '.join(args)}) == {out}"
+  args = [renderer.value_literal(t, v) for t, v in zip(question.types, example.inputs)]
+  return f"{renderer.call(renderer.function_name(question), args)} == {renderer.value_literal(question.return_type, example.output)}"
 
 
 def with_doc(question: Question, header: str, language: str, renderer: Renderer,

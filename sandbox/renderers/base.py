@@ -169,6 +169,15 @@ class Renderer:
     arguments of the declared types (Question.declared) and printing the same records."""
     raise NotImplementedError(f"{self.display_name}: whole programs are not supported")
 
+  def value_literal(self, t: Type, value) -> str:
+    """`value` of type `t` as this language's literal, as its test programs write one (each
+    renderer's `literal`)."""
+    raise NotImplementedError
+
+  def call(self, name: str, args: Sequence[str]) -> str:
+    """A call of `name` on argument texts, as the language writes one."""
+    return f"{name}({', '.join(args)})"
+
   def foreign(self, text: str) -> Foreign:
     """How MultiPL-E's evaluator runs `text`, a whole program with its own tests (Foreign)."""
     raise NotImplementedError(f"{self.display_name}: no MultiPL-E evaluator")

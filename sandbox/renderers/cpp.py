@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 
 from sandbox.renderers import base, cpp_harness, lexing, literals
-from sandbox.typed import Question, Type, default_value
+from sandbox.typed import Question, Type
 
 GXX = "/usr/bin/g++"
 # The flags the PCH is built with and every program is compiled with (g++ only uses a PCH built
@@ -318,6 +318,7 @@ _STDCXX = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<bits/stdc\+\+\.h>", re.MULTIL
 class Cpp(base.Renderer):
   name = "cpp"
   display_name = "C++"
+  value_literal = staticmethod(literal)
   toolchain = base.Toolchain(binaries=(GXX,), version_command=(GXX, "--version"),
                              read_only=(CACHE_DIR,))
   naming = staticmethod(base.snake_case)

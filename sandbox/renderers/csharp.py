@@ -512,6 +512,7 @@ def _unescaped(text: str) -> str:
 class CSharp(base.Renderer):
   name = "csharp"
   display_name = "C#"
+  value_literal = staticmethod(literal)
   foreign_timeout_s = 5.0
   convention = "pascal"
   toolchain = base.Toolchain(binaries=(MONO, MCS), version_command=(MONO, "--version"),

@@ -426,6 +426,7 @@ FOREIGN_ENV = {**ENV, "GOPATH": "/usr/share/gocode"}  # MultiPL-E's tests import
 class Go(base.Renderer):
   name = "go"
   display_name = "Go"
+  value_literal = staticmethod(literal)
   foreign_timeout_s = 30.0  # build and run together
   toolchain = base.Toolchain(binaries=(GO, COMPILE, LINK) if DIRECT else (GO,),
                              version_command=(GO, "version"), read_only=())

@@ -347,6 +347,7 @@ RUNGHC = "/usr/bin/runghc"  # MultiPL-E's evaluator interprets the program
 class Haskell(base.Renderer):
   name = "haskell"
   display_name = "Haskell"
+  value_literal = staticmethod(literal)
   foreign_binaries = (RUNGHC,)
   # /usr/lib/ghc/package.conf.d links to /var/lib/ghc/package.conf.d (the global package db).
   toolchain = base.Toolchain(binaries=(GHC,), version_command=(GHC, "--version"),
@@ -436,6 +437,9 @@ class Haskell(base.Renderer):
 
   def blamed(self, diagnostics: str, size: int) -> set[int]:
     return {int(k) for k in _BLAMED.findall(diagnostics)}
+
+  def call(self, name: str, args) -> str:
+    return f"{name} {' '.join(f'({a})' for a in args)}"
 
   def foreign(self, text: str) -> base.Foreign:
     """eval_hs: `runghc f.hs`, judged by its exit code."""

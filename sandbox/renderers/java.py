@@ -491,6 +491,7 @@ def foreign_classpath() -> str | None:
 class Java(base.Renderer):
   name = "java"
   display_name = "Java"
+  value_literal = staticmethod(literal)
   toolchain = base.Toolchain(binaries=(JAVA, JAVAC), version_command=(JAVA, "-version"),
                              read_only=("/etc/java-17-openjdk", CACHE_DIR))
   # The class closes at column 0; everything before it (the method and any helpers) is kept.

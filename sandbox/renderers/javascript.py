@@ -265,6 +265,7 @@ def harness_call(question: Question, function_name: str, typed_collections: bool
 class JavaScript(base.Renderer):
   name = "javascript"
   display_name = "JavaScript"
+  value_literal = staticmethod(literal)
   foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(NODE,), version_command=(NODE, "--version"))
   convention = "camel"

@@ -207,6 +207,7 @@ def _nil_note(t: Type) -> str:
 class Lua(base.Renderer):
   name = "lua"
   display_name = "Lua"
+  value_literal = staticmethod(literal)
   foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(LUA, LUAC), version_command=(LUA, "-v"))
   # The function's `end` at column 0 closes it; the completion keeps "\nend".

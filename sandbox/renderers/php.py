@@ -316,6 +316,7 @@ function __codelm_from_declared(array $t, $v) {
 class Php(base.Renderer):
   name = "php"
   display_name = "PHP"
+  value_literal = staticmethod(literal)
   toolchain = base.Toolchain(binaries=(PHP,), version_command=(PHP, "--version"))
   convention = "camel"
 

@@ -168,6 +168,7 @@ _MOUNTS, _ENV = _interpreter_mounts()
 class Python(base.Renderer):
   name = "python"
   display_name = "Python"
+  value_literal = staticmethod(literal)
   # The interpreter that runs codelm (not its virtualenv): `-I -S` keeps site-packages out.
   toolchain = base.Toolchain(binaries=(_base_interpreter(),),
                              version_command=(_base_interpreter(), "--version"),

@@ -418,6 +418,7 @@ FOREIGN_ENV = {k: v for k, v in R_ENV.items() if k != "R_DEFAULT_PACKAGES"}
 class R(base.Renderer):
   name = "r"
   display_name = "R"
+  value_literal = staticmethod(literal)
   foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(RSCRIPT, R_BINARY), version_command=(RSCRIPT, "--version"),
                              # R_HOME/etc links to /etc/R: Renviron, ldpaths.

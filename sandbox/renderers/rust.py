@@ -351,6 +351,7 @@ def _mangled_members(diagnostics: str) -> set[int]:
 class Rust(base.Renderer):
   name = "rust"
   display_name = "Rust"
+  value_literal = staticmethod(literal)
   foreign_timeout_s = 5.0
   toolchain = base.Toolchain(binaries=(RUSTC, LINKER, SIZE), version_command=(RUSTC, "--version"),
                              read_only=(CACHE_DIR,))

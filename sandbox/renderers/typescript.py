@@ -124,6 +124,7 @@ def declared_literal(t: Type, value) -> str:
 class TypeScript(base.Renderer):
   name = "typescript"
   display_name = "TypeScript"
+  value_literal = staticmethod(javascript.literal)
   toolchain = base.Toolchain(binaries=(TSC, javascript.NODE), version_command=(TSC, "--version"),
                              read_only=(NODE_MODULES,))
   convention = "camel"  # BabelCode's (a whole program's entry function)
