@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 
 import storage
@@ -130,6 +131,18 @@ def _read_unscored(directory: str) -> dict[tuple, str]:
   return {(e["language"], e["qid"], e["program_sha1"]): e["error"]
           for name in storage.listdir(shards) if name.endswith(UNSCORED_SUFFIX)
           for _, e in storage.read_jsonl(storage.join(shards, name))}
+
+
+def dispatch(benchmark: resumable.Benchmark, make_benchmark: Callable[[], resumable.Benchmark],
+             predictions: Sequence[resumable.Prediction], output_dir: str, pipeline_args: Sequence[str] | None,
+             workers: int | None, batch_size: int = batching.DEFAULT_BATCH_SIZE, progress: bool = True,
+             source: str = "predictions") -> tuple[dict[tuple, dict], resumable.Report]:
+  """Every scorer's one choice: here with `workers` threads (resumable.score_predictions) when
+  `pipeline_args` is None, else as a Beam pipeline on that runner (score_predictions)."""
+  if pipeline_args is None:
+    return resumable.score_predictions(benchmark, predictions, output_dir, workers, batch_size, progress, source=source)
+  return score_predictions(benchmark, make_benchmark, predictions, output_dir, pipeline_args, batch_size,
+                           source=source, workers=workers or os.cpu_count() or 1)
 
 
 def score_predictions(benchmark: resumable.Benchmark, make_benchmark: Callable[[], resumable.Benchmark],

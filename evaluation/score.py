@@ -215,14 +215,9 @@ def score(predictions_path: str, benchmark: str, output_dir: str, languages: Seq
                                                or beam_scoring.runs_here(pipeline_args), whole=whole)
   mine = [p for p in predictions if p.language in runnable]
   scorer = TypedBenchmark(questions, limits, ks, timeouts, tolerance, whole)
-  if pipeline_args is None:
-    results, report = resumable.score_predictions(scorer, mine, output_dir, workers, batch_size, progress,
-                                                  source=predictions_path)
-  else:
-    make = functools.partial(typed_benchmark, benchmark, limits, tuple(ks), dict(timeouts or {}), tolerance, whole)
-    results, report = beam_scoring.score_predictions(scorer, make, mine, output_dir, pipeline_args,
-                                                     batch_size, source=predictions_path,
-                                                     workers=workers or os.cpu_count() or 1)
+  make = functools.partial(typed_benchmark, benchmark, limits, tuple(ks), dict(timeouts or {}), tolerance, whole)
+  results, report = beam_scoring.dispatch(scorer, make, mine, output_dir, pipeline_args, workers, batch_size,
+                                          progress, source=predictions_path)
   metrics = write_metrics(scorer, benchmark, predictions_path, output_dir, mine, results, report, invalid,
                           not_evaluated)
   return metrics

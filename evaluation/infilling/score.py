@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import storage
@@ -159,14 +158,9 @@ def score(predictions_path: str, output_dir: str, subsets: Sequence[Subset] = tu
     lacking = execution.missing(PYTHON.toolchain)
     if lacking:
       raise RuntimeError(f"cannot run the infilling sandbox: missing {', '.join(lacking)}")
-  if pipeline_args is None:
-    results, report = resumable.score_predictions(scorer, read.predictions, output_dir, workers, batch_size,
-                                                  progress, source=predictions_path)
-  else:
-    make = functools.partial(infilling_benchmark, tuple(subsets), limits, tuple(ks))
-    results, report = beam_scoring.score_predictions(scorer, make, read.predictions, output_dir, pipeline_args,
-                                                     batch_size, source=predictions_path,
-                                                     workers=workers or os.cpu_count() or 1)
+  make = functools.partial(infilling_benchmark, tuple(subsets), limits, tuple(ks))
+  results, report = beam_scoring.dispatch(scorer, make, read.predictions, output_dir, pipeline_args, workers,
+                                          batch_size, progress, source=predictions_path)
   scoring = report.as_dict()
   metrics = {"benchmark": "humaneval-infilling", "predictions": storage.resolve(predictions_path),
              "limits": dataclasses.asdict(limits), "judge": JUDGE,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import os
 import time
 from collections.abc import Mapping, Sequence
 
@@ -274,13 +273,8 @@ def score(read: Read, output_dir: str, source: str, languages: Sequence[str] | N
       runnable.append(name)
   mine = [p for p in read.predictions if p.language in runnable]
   scorer = MultiPLEBenchmark(read.problems, limits, ks, timeouts, read.rule)
-  if pipeline_args is None:
-    results, report = resumable.score_predictions(scorer, mine, output_dir, workers, batching.DEFAULT_BATCH_SIZE,
-                                                  progress, source=source)
-  else:
-    results, report = beam_scoring.score_predictions(scorer, make, mine, output_dir, pipeline_args,
-                                                     batching.DEFAULT_BATCH_SIZE, source=source,
-                                                     workers=workers or os.cpu_count() or 1)
+  results, report = beam_scoring.dispatch(scorer, make, mine, output_dir, pipeline_args, workers,
+                                          batching.DEFAULT_BATCH_SIZE, progress, source=source)
   written, held_back = write_results_files(scorer, mine, results, storage.join(output_dir, "multiple"), metadata or {})
   scoring = report.as_dict()
   metrics = {"benchmark": "multipl-e", "predictions": storage.resolve(source), "prompt_rule": read.rule,
