@@ -142,8 +142,9 @@ GZIP_MAGIC = b"\x1f\x8b"  # no UTF-8 text starts so: 0x8b is never a character's
 
 def read_data(path: str, where: str | None = None) -> bytes:
   """read_bytes, decompressed when the bytes are gzip (told by their magic, whatever the file's name:
-  `x.jsonl.gz`, or gzip saved as `x.jsonl`); a damaged gzip is a ValueError starting with `where`
-  (default: the path)."""
+  `x.jsonl.gz`, or gzip saved as `x.jsonl`). A damaged gzip named `.gz` is a ValueError starting
+  with `where` (default: the path); one named otherwise is returned as the bytes it is, so a reader
+  names its lines (the magic is no UTF-8 text: its first line is refused as such)."""
   data = read_bytes(path)
   if data[:2] != GZIP_MAGIC:
     return data
@@ -153,6 +154,8 @@ def read_data(path: str, where: str | None = None) -> bytes:
   try:
     return gzip.decompress(data)
   except (OSError, EOFError, zlib.error) as error:
+    if not path.endswith(".gz"):
+      return data
     raise ValueError(f"{where or path}: gzip that cannot be read ({type(error).__name__}: {str(error)[:120]})") from None
 
 

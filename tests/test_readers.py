@@ -190,3 +190,24 @@ def test_a_lone_surrogate_in_a_prompt_prefix_or_stop_is_refused_naming_the_line(
       raise AssertionError(f"line {bad} was read")
     finally:
       os.unlink(path)
+
+
+def test_gzip_magic_that_does_not_decompress_is_read_as_the_lines_it_is_unless_named_gz(tmp_path):
+  """Found by the property test above: a predictions file starting with gzip's two magic bytes (no
+  UTF-8 text does) but no gzip after them. Named .jsonl, it is read as lines, the first refused by
+  line number and the rest loaded; named .gz, it is refused whole as a damaged gzip."""
+  import storage
+  good = json.dumps({"qid": "HumanEval/0", "language": "Python", "sample_id": 0, "code": "    return True\n"})
+  plain = tmp_path / "predictions.jsonl"
+  plain.write_bytes(b"\x1f\x8b\n" + good.encode() + b"\n")
+  predictions, invalid = score.read_predictions(str(plain), QUESTIONS)
+  assert [p.qid for p in predictions] == ["HumanEval/0"]
+  assert len(invalid) == 1 and invalid[0].startswith(f"{plain}:1:"), invalid
+  named_gz = tmp_path / "predictions.jsonl.gz"
+  named_gz.write_bytes(plain.read_bytes())
+  try:
+    storage.read_data(str(named_gz))
+  except ValueError as error:
+    assert str(error).startswith(f"{named_gz}: gzip that cannot be read"), str(error)
+  else:
+    raise AssertionError("a damaged .gz was read")
