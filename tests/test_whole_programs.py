@@ -572,3 +572,12 @@ def test_the_parity_script_reads_babelcodes_runs_and_merges_them(tmp_path, capsy
   capsys.readouterr()
   assert babelcode_parity.main(argv2) == 2
   assert "transcoder_cpp/pred_results.jsonl:1: a result needs qid, language and outcome" in capsys.readouterr().err
+
+
+def test_java_and_csharp_write_a_declared_float_as_a_literal_only_where_the_compiler_keeps_it():
+  """1e40f overflows and 1e-50f becomes 0 in javac and mcs: those are cast from the double instead."""
+  from sandbox.renderers import csharp, java, literals
+  assert [literals.single_literal_keeps(v) for v in (0.5, 0.0, 1e40, 1e-50, 3.4e38)] == [True, True, False, False, True]
+  float_type = typed.parse_type("float", typed.DECLARED_SCALARS)
+  assert [java.declared_literal(float_type, v) for v in (0.5, 1e40)] == ["0.5f", "(float) 1e+40"]
+  assert [csharp.declared_literal(float_type, v) for v in (0.5, 1e-50)] == ["0.5f", "(float) 1e-50"]

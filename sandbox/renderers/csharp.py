@@ -77,7 +77,6 @@ import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import threading
 import unicodedata
@@ -263,7 +262,7 @@ def declared_literal(t: Type, value) -> str:
   if name == "float":
     if not math.isfinite(value):
       return "float.NaN" if math.isnan(value) else f"float.{'Positive' if value > 0 else 'Negative'}Infinity"
-    return f"{value!r}f" if _float_literal(value) else f"(float) {value!r}"
+    return f"{value!r}f" if literals.single_literal_keeps(value) else f"(float) {value!r}"
   if name == "double":
     if math.isfinite(value) and abs(value) < MAX_DECIMAL:
       return f"{value!r}m"
@@ -287,13 +286,6 @@ def declared_literal(t: Type, value) -> str:
     items = ", ".join(declared_literal(a, v) for a, v in zip(t.args, value))
     return f"ValueTuple.Create({items})" if len(t.args) == 1 else f"({items})"
   raise AssertionError(t)
-
-
-def _float_literal(value: float) -> bool:
-  """Whether `<repr>f` is a float literal mcs takes and keeps (it refuses one that overflows and
-  makes 0 of one too small)."""
-  single = struct.unpack("f", struct.pack("f", value))[0]  # rounded to the nearest float (inf past it)
-  return value == 0 or (single != 0 and math.isfinite(single))
 
 
 def _converts(t: Type) -> bool:

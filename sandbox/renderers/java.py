@@ -48,7 +48,6 @@ import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import tempfile
 import threading
@@ -215,7 +214,7 @@ def declared_literal(t: Type, value) -> str:
   if name == "float":
     if not math.isfinite(value):
       return "Float.NaN" if math.isnan(value) else f"Float.{'POSITIVE' if value > 0 else 'NEGATIVE'}_INFINITY"
-    return f"{value!r}f" if _float_literal(value) else f"(float) {value!r}"
+    return f"{value!r}f" if literals.single_literal_keeps(value) else f"(float) {value!r}"
   if name == "double":
     return literal(Type("float"), value)
   if name == "boolean":
@@ -239,12 +238,6 @@ def declared_literal(t: Type, value) -> str:
   if name == "tuple":
     return f"new {declared_type(t)}(" + ", ".join(declared_literal(a, v) for a, v in zip(t.args, value)) + ")"
   raise AssertionError(t)
-
-
-def _float_literal(value: float) -> bool:
-  """Whether `<repr>f` is a float literal javac takes (it refuses one that overflows or rounds to 0)."""
-  single = struct.unpack("f", struct.pack("f", value))[0]  # rounded to the nearest float (inf past it)
-  return value == 0 or (single != 0 and math.isfinite(single))
 
 
 def declared_tree(typed: Type, declared: Type) -> str:

@@ -8,6 +8,8 @@ code point or per UTF-8 byte (C++ and Lua, whose strings are bytes).
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Callable, Mapping
 
 # \n, \t, \r: the named escapes most languages share.
@@ -31,3 +33,10 @@ def escape(text: str | bytes, other: Callable[[int], str], specials: str = '"\\'
     else:
       out.append(other(code))
   return "".join(out)
+
+
+def single_literal_keeps(value: float) -> bool:
+  """Whether `<repr>f`, a single-precision literal of a double, is one javac and mcs take and keep:
+  they refuse one that overflows and make 0 of one too small (Java's and C#'s declared floats)."""
+  single = struct.unpack("f", struct.pack("f", value))[0]  # rounded to the nearest float (inf past it)
+  return value == 0 or (single != 0 and math.isfinite(single))
