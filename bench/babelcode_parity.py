@@ -123,6 +123,11 @@ def table(built: Mapping[str, dict], rows: Sequence[dict]) -> str:
     differ = "–" if "differ" not in row else str(len(row["differ"]))
     lines.append(f"| {row['dataset']} | {b['read']} | {b['parsed']} | {sum(b['left_out'].values())} | {b['typed']} | "
                  f"{row['language']} | {row['codelm_passed']}/{row['questions']} | {theirs} | {differ} |")
+  compared = [row for row in rows if "differ" in row]
+  if compared:
+    total = sum(row["questions"] for row in compared)
+    agree = total - sum(len(row["differ"]) for row in compared)
+    lines += ["", f"gold verdicts agreeing with BabelCode's: {agree} of {total} ({100 * agree / total:.1f}%)"]
   lines.append("")
   for name, b in built.items():
     for reason, count in b["left_out"].items():

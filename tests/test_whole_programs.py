@@ -343,6 +343,7 @@ def test_the_parity_script_builds_scores_and_compares(tmp_path, capsys):
   assert babelcode_parity.main(argv + ["--babelcode_verdicts", str(tmp_path / "verdicts.json")]) == 0
   rows = json.loads((tmp_path / "out" / "parity.json").read_text())["rows"]
   assert [len(r["differ"]) for r in rows] == [0, 0, 0, 0, 1]
+  assert "gold verdicts agreeing with BabelCode's: 4 of 5 (80.0%)" in (tmp_path / "out" / "parity.md").read_text()
   assert rows[-1]["differ"][0] | {"detail": ""} == {"qid": "1", "codelm": "passed", "babelcode": "Had Error", "detail": ""}
   capsys.readouterr()
   assert babelcode_parity.main(["--data", str(tmp_path / "nowhere"), "--output", str(tmp_path / "o2")]) == 2
